@@ -123,17 +123,128 @@ class AttnBlockDims(nl.NKIObject):
 
 
 @dataclass
+class RmsNormX(nl.NKIObject):
+    """The RMSNorm of `X` before the projection (the library's "rmsnorm X"
+    arguments, `rmsnorm_X_*` in the signature).
+    """
+
+    enabled: bool
+    "Whether it is applied."
+    eps: object
+    "Its epsilon (`DEFAULT_RMSNORM_X_EPS` when `None`)."
+    gamma: object
+    "Its gamma `[1, H]`."
+
+
+@dataclass
+class QkvProjection(nl.NKIObject):
+    """The fused QKV projection's arguments (the library's "qkv projections")."""
+
+    W_qkv: object
+    "Weights `[H, (q_heads + 2)·d]`."
+    bias_qkv: object
+    "Bias `[1, (q_heads + 2)·d]`."
+    quantization_type_qkv: QuantizationType
+    "The weights' quantization."
+    weight_dequant_scale_qkv: object
+    "The fp8 weights' dequantization scale."
+    input_dequant_scale_qkv: object
+    "The activations' dequantization scale."
+
+
+@dataclass
 class QkNorm(nl.NKIObject):
-    """One RMSNorm of Q and K over the head dim."""
+    """One RMSNorm of Q and K over the head dim (before RoPE,
+    `rmsnorm_QK_pre_rope_*` in the signature, or after it,
+    `rmsnorm_QK_post_rope_*`).
+    """
 
     enabled: bool
     "Whether it is applied."
     eps: float
     "Its epsilon."
-    w_q: object
+    W_Q: object
     "Q's gamma `[1, d]`."
-    w_k: object
+    W_K: object
     "K's gamma `[1, d]`."
+
+
+@dataclass
+class Rope(nl.NKIObject):
+    """RoPE's arguments."""
+
+    cos: object
+    "`[d/2, B, S]` cosines (RoPE applied when both tables are given)."
+    sin: object
+    "The sines, like `cos`."
+    rope_contiguous_layout: bool
+    "Rotated halves contiguous (else interleaved pairs)."
+
+
+@dataclass
+class AttentionCache(nl.NKIObject):
+    """The attention's arguments: the caches it reads and its mask."""
+
+    K_cache_transposed: bool
+    "`K_cache` holds `[B, d, S_max_ctx]` (a flat cache only)."
+    active_blocks_table: object
+    "A block cache's table `[B, blocks]` (a flat cache when `None`)."
+    K_cache: object
+    "The keys."
+    V_cache: object
+    "The values."
+    attention_mask: object
+    "`[S_ctx, B, q_heads, S_tkg]`, nonzero where a position is attended."
+    sink: object
+    "Per-head attention sinks."
+
+
+@dataclass
+class CacheUpdate(nl.NKIObject):
+    """The KV cache update's arguments."""
+
+    update_cache: bool
+    "Write the new keys and values into the caches (else return them)."
+    kv_cache_update_idx: object
+    "The write positions `[B, 1]`."
+
+
+@dataclass
+class OutProjection(nl.NKIObject):
+    """The output projection's arguments (none without `W_out`)."""
+
+    W_out: object
+    "Weights `[q_heads·d, H]`."
+    bias_out: object
+    "Bias `[1, H]`."
+    quantization_type_out: QuantizationType
+    "The weights' quantization."
+    weight_dequant_scale_out: object
+    "The fp8 weights' dequantization scale."
+    input_dequant_scale_out: object
+    "The activations' dequantization scale."
+    transposed_out: bool
+    "The output in the transposed layout."
+
+
+@dataclass
+class BlockOptions(nl.NKIObject):
+    """The arguments with defaults (the library's "optional params")."""
+
+    softmax_scale: float = None
+    "Multiplies `Q·Kᵀ` (`1/sqrt(d)` when `None`)."
+    enable_fa_s_prior_tiling: bool = True
+    "Tile the prior context in the flash attention."
+    k_scale: object = None
+    "fp8 KV-cache quantization: the keys' scale."
+    v_scale: object = None
+    "The values' scale, with `k_scale`."
+    skip_attention: bool = False
+    "Skip the attention (its output the scaled queries)."
+    KVDP: int = 1
+    "KV data parallelism: the ranks sharing the batches."
+    KVDP_replica_group: object = None
+    "The ranks of the KV data parallelism."
 
 
 @dataclass
@@ -144,12 +255,8 @@ class QkProcessing(nl.NKIObject):
     "RMSNorm before RoPE."
     post: QkNorm
     "RMSNorm after RoPE."
-    cos: object
-    "RoPE's `[d/2, B, S]` cosines (RoPE applied when both tables are given)."
-    sin: object
-    "RoPE's sines."
-    contiguous: bool
-    "Rotated halves contiguous (else interleaved pairs)."
+    rope: Rope
+    "RoPE's tables and layout."
 
 
 @dataclass
@@ -191,12 +298,14 @@ def check_kv_scales(K_cache, V_cache, k_scale, v_scale):
         assert vs.ndim == 2 and vs.shape[1] == 1 and (vs.shape[0] == PMAX or vs.shape[0] == 1), KV_SCALE_SHAPE
 
 
-def validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed, KVDP):
+def validate_and_extract_config(X, W_qkv, cache, KVDP):
     """The sizes of a call, the block's own rules checked (the phases' kernels
     check theirs). Under KV data parallelism the caches, the mask and the
     table are this rank's: `B / KVDP` batches, the mask's heads those of
     the whole group (`q_heads · KVDP`).
     """
+    K_cache, V_cache, attention_mask = (cache.K_cache, cache.V_cache, cache.attention_mask)
+    active_blocks_table, K_cache_transposed = (cache.active_blocks_table, cache.K_cache_transposed)
     assert X.ndim == 3, f"attention_block_tkg: X must be [B, S_tkg, H] in HBM, got {X.ndim} dims"
     b, s_tkg, h = X.shape
     assert h > 0 and h % PMAX == 0, HIDDEN
@@ -241,7 +350,7 @@ def tile_tables(p, b0, tb):
     """RoPE's tables of the `tb` batches from `b0` (copies, as RoPE takes
     whole tensors); `p` as it is without RoPE.
     """
-    cos_t, sin_t = (p.cos, p.sin)
+    cos_t, sin_t = (p.rope.cos, p.rope.sin)
     tile = p
     if cos_t is not None:
         cos = cos_t
@@ -251,7 +360,8 @@ def tile_tables(p, b0, tb):
         nisa.dma_copy(dst=c, src=cos[:, b0:b0 + tb, :])
         sn = nl.ndarray(shape=(half, tb, st), dtype=sin.dtype, buffer=nl.private_hbm)
         nisa.dma_copy(dst=sn, src=sin[:, b0:b0 + tb, :])
-        tile = QkProcessing(pre=p.pre, post=p.post, cos=c, sin=sn, contiguous=p.contiguous)
+        rope = Rope(cos=c, sin=sn, rope_contiguous_layout=p.rope.rope_contiguous_layout)
+        tile = QkProcessing(pre=p.pre, post=p.post, rope=rope)
     return tile
 
 
@@ -314,18 +424,18 @@ def process_head_group(dims, qkv_sb, col0, n_heads, p, is_q):
     b = qkv_sb.shape[0] // st
     x = transpose_heads(dims, qkv_sb, col0, n_heads)
     if p.pre.enabled:
-        rms_norm_inplace(x, p.pre.eps, p.pre.w_q if is_q else p.pre.w_k)
-    cos_t, sin_t = (p.cos, p.sin)
+        rms_norm_inplace(x, p.pre.eps, p.pre.W_Q if is_q else p.pre.W_K)
+    cos_t, sin_t = (p.rope.cos, p.rope.sin)
     if cos_t is not None:
         cos = cos_t
         sin = sin_t if sin_t is not None else cos
         assert d == 64 or d == 128, ROPE_HEAD
         staged = nl.ndarray(shape=(d, b, n_heads, st), dtype=x.dtype, buffer=nl.private_hbm)
         nisa.dma_copy(dst=staged, src=x.reshape(shape=(d, b, n_heads, st)))
-        rotated = RoPE(staged, cos, sin, contiguous_layout=p.contiguous)
+        rotated = RoPE(staged, cos, sin, contiguous_layout=p.rope.rope_contiguous_layout)
         nisa.dma_copy(dst=x.reshape(shape=(d, b, n_heads, st)), src=rotated)
     if p.post.enabled:
-        rms_norm_inplace(x, p.post.eps, p.post.w_q if is_q else p.post.w_k)
+        rms_norm_inplace(x, p.post.eps, p.post.W_Q if is_q else p.post.W_K)
     return x
 
 
@@ -491,17 +601,18 @@ def kvdp_attention_input_collectives(dims, inp, group):
     return AttnInputs(q=q, k=k, v=v.reshape(shape=(b_attn, KV_HEADS, st, d)))
 
 
-def attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags):
+def attention_phase(dims, inp, cache, flags):
     """The attention of `inp` over the cache by `attention_tkg`, `flags` being
-    `(K_cache_transposed, out_in_sb, enable_fa_s_prior_tiling)` (the output
+    `(out_in_sb, enable_fa_s_prior_tiling)` (the output
     `[d, B·q_heads·S]` with `out_in_sb`, for the projection, else `[B,
     q_heads, d, S]`); both programs' batches stored before it is read.
     """
     b, d, smax = (dims.b, dims.d_head, dims.s_max_ctx)
-    k_tp, out_in_sb, fa_tiling = flags
+    K_cache, V_cache, k_tp = (cache.K_cache, cache.V_cache, cache.K_cache_transposed)
+    out_in_sb, fa_tiling = flags
     k_prior, v_prior = (K_cache, V_cache) if dims.block_len > 0 else (K_cache.reshape(shape=(b, 1, d, smax)), V_cache.reshape(shape=(b, 1, smax, d))) if k_tp else (K_cache.reshape(shape=(b, 1, smax, d)), V_cache.reshape(shape=(b, 1, smax, d)))
     cfg = attention_block_config(b, dims.q_heads, dims.s_tkg, dims.s_ctx, smax, d, dims.block_len, k_tp, out_in_sb, fa_tiling)
-    out, _k_out = attention_tkg(inp.q, inp.k, inp.v, k_prior, v_prior, attention_mask, cfg, sink=sink, active_blocks_table=active_blocks_table)
+    out, _k_out = attention_tkg(inp.q, inp.k, inp.v, k_prior, v_prior, cache.attention_mask, cfg, sink=cache.sink, active_blocks_table=cache.active_blocks_table)
     if dims.programs == 2:
         nisa.core_barrier(data=out, cores=(0, 1))
     return out
@@ -638,47 +749,55 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     H/lnc/128, B·S_tkg]` with `transposed_out`).
     """
     check_contract("attention_block_tkg", enums=(("quantization_type_qkv", quantization_type_qkv, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False), ("quantization_type_out", quantization_type_out, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False)), dtypes=(("X", X, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("rmsnorm_X_gamma", rmsnorm_X_gamma, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("W_qkv", W_qkv, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("bias_qkv", bias_qkv, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("weight_dequant_scale_qkv", weight_dequant_scale_qkv, (nl.float32,), "float32", True), ("input_dequant_scale_qkv", input_dequant_scale_qkv, (nl.float32,), "float32", True), ("rmsnorm_QK_pre_rope_W_Q", rmsnorm_QK_pre_rope_W_Q, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("rmsnorm_QK_pre_rope_W_K", rmsnorm_QK_pre_rope_W_K, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("cos", cos, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("sin", sin, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("rmsnorm_QK_post_rope_W_Q", rmsnorm_QK_post_rope_W_Q, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("rmsnorm_QK_post_rope_W_K", rmsnorm_QK_post_rope_W_K, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("active_blocks_table", active_blocks_table, (nl.int32, nl.uint32), "int32 or uint32", True), ("K_cache", K_cache, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("V_cache", V_cache, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("attention_mask", attention_mask, (nl.uint8,), "uint8", False), ("sink", sink, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("kv_cache_update_idx", kv_cache_update_idx, (nl.int32, nl.uint32), "int32 or uint32", True), ("W_out", W_out, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", True), ("bias_out", bias_out, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("weight_dequant_scale_out", weight_dequant_scale_out, (nl.float32,), "float32", True), ("input_dequant_scale_out", input_dequant_scale_out, (nl.float32,), "float32", True), ("k_scale", k_scale, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("v_scale", v_scale, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True)))
+    norm_x = RmsNormX(enabled=rmsnorm_X_enabled, eps=rmsnorm_X_eps, gamma=rmsnorm_X_gamma)
+    proj = QkvProjection(W_qkv=W_qkv, bias_qkv=bias_qkv, quantization_type_qkv=quantization_type_qkv, weight_dequant_scale_qkv=weight_dequant_scale_qkv, input_dequant_scale_qkv=input_dequant_scale_qkv)
+    pre = QkNorm(enabled=rmsnorm_QK_pre_rope_enabled, eps=rmsnorm_QK_pre_rope_eps, W_Q=rmsnorm_QK_pre_rope_W_Q, W_K=rmsnorm_QK_pre_rope_W_K)
+    rope = Rope(cos=cos, sin=sin, rope_contiguous_layout=rope_contiguous_layout)
+    post = QkNorm(enabled=rmsnorm_QK_post_rope_enabled, eps=rmsnorm_QK_post_rope_eps, W_Q=rmsnorm_QK_post_rope_W_Q, W_K=rmsnorm_QK_post_rope_W_K)
+    cache = AttentionCache(K_cache_transposed=K_cache_transposed, active_blocks_table=active_blocks_table, K_cache=K_cache, V_cache=V_cache, attention_mask=attention_mask, sink=sink)
+    update = CacheUpdate(update_cache=update_cache, kv_cache_update_idx=kv_cache_update_idx)
+    out_proj = OutProjection(W_out=W_out, bias_out=bias_out, quantization_type_out=quantization_type_out, weight_dequant_scale_out=weight_dequant_scale_out, input_dequant_scale_out=input_dequant_scale_out, transposed_out=transposed_out)
+    opts = BlockOptions(softmax_scale=softmax_scale, enable_fa_s_prior_tiling=enable_fa_s_prior_tiling, k_scale=k_scale, v_scale=v_scale, skip_attention=skip_attention, KVDP=KVDP, KVDP_replica_group=KVDP_replica_group)
     assert not out_in_sb, OUT_IN_SB
-    assert KVDP <= 1 or KVDP_replica_group is not None, KVDP_GROUP
-    check_kv_scales(K_cache, V_cache, k_scale, v_scale)
-    assert not transposed_out or W_out is not None, TRANSPOSED_OUT
-    assert (cos is not None) == (sin is not None), ROPE_TABLES
-    assert not update_cache or kv_cache_update_idx is not None, UPDATE
-    dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed, KVDP)
+    assert opts.KVDP <= 1 or opts.KVDP_replica_group is not None, KVDP_GROUP
+    check_kv_scales(cache.K_cache, cache.V_cache, opts.k_scale, opts.v_scale)
+    assert not out_proj.transposed_out or out_proj.W_out is not None, TRANSPOSED_OUT
+    assert (rope.cos is not None) == (rope.sin is not None), ROPE_TABLES
+    assert not update.update_cache or update.kv_cache_update_idx is not None, UPDATE
+    dims = validate_and_extract_config(X, proj.W_qkv, cache, opts.KVDP)
     d, b, st, nq = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads)
-    assert not skip_attention or b * st <= PMAX, SKIP_ATTENTION_TILES
+    assert not opts.skip_attention or b * st <= PMAX, SKIP_ATTENTION_TILES
     adims = attention_dims(dims)
-    qkv_out = qkv(X, W_qkv, output_layout=QKVOutputLayout.BSD, bias=bias_qkv, quantization_type=quantization_type_qkv, qkv_w_scale=weight_dequant_scale_qkv, qkv_in_scale=input_dequant_scale_qkv, fused_norm_type=NormType.RMS_NORM if rmsnorm_X_enabled else NormType.NO_NORM, gamma_norm_weights=rmsnorm_X_gamma, norm_eps=rmsnorm_X_eps if rmsnorm_X_eps is not None else DEFAULT_RMSNORM_X_EPS, hidden_actual=X_hidden_dim_actual, d_head=d, num_q_heads=nq, num_kv_heads=KV_HEADS)
+    qkv_out = qkv(X, proj.W_qkv, output_layout=QKVOutputLayout.BSD, bias=proj.bias_qkv, quantization_type=proj.quantization_type_qkv, qkv_w_scale=proj.weight_dequant_scale_qkv, qkv_in_scale=proj.input_dequant_scale_qkv, fused_norm_type=NormType.RMS_NORM if norm_x.enabled else NormType.NO_NORM, gamma_norm_weights=norm_x.gamma, norm_eps=rmsnorm_X_eps if rmsnorm_X_eps is not None else DEFAULT_RMSNORM_X_EPS, hidden_actual=X_hidden_dim_actual, d_head=d, num_q_heads=nq, num_kv_heads=KV_HEADS)
     if dims.programs == 2:
         nisa.core_barrier(data=qkv_out, cores=(0, 1))
-    pre = QkNorm(enabled=rmsnorm_QK_pre_rope_enabled, eps=rmsnorm_QK_pre_rope_eps, w_q=rmsnorm_QK_pre_rope_W_Q, w_k=rmsnorm_QK_pre_rope_W_K)
-    post = QkNorm(enabled=rmsnorm_QK_post_rope_enabled, eps=rmsnorm_QK_post_rope_eps, w_q=rmsnorm_QK_post_rope_W_Q, w_k=rmsnorm_QK_post_rope_W_K)
-    p = QkProcessing(pre=pre, post=post, cos=cos, sin=sin, contiguous=rope_contiguous_layout)
-    scale = 1.0 if skip_attention else softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(float(d))
-    inp = qkv_processing(dims, qkv_out, p, scale, k_scale, v_scale)
+    p = QkProcessing(pre=pre, post=post, rope=rope)
+    scale = 1.0 if opts.skip_attention else softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(float(d))
+    inp = qkv_processing(dims, qkv_out, p, scale, opts.k_scale, opts.v_scale)
     is_kvdp = dims.kvdp > 1
-    kvdp_group = KVDP_replica_group if is_kvdp else None
+    kvdp_group = opts.KVDP_replica_group if is_kvdp else None
     if kvdp_group is not None:
         group = kvdp_group
         inp = kvdp_attention_input_collectives(dims, inp, group)
-    do_out_proj = W_out is not None
-    flags = (K_cache_transposed, do_out_proj or is_kvdp, enable_fa_s_prior_tiling)
-    attn_out = inp.q if skip_attention else attention_phase(adims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags)
+    do_out_proj = out_proj.W_out is not None
+    flags = (do_out_proj or is_kvdp, opts.enable_fa_s_prior_tiling)
+    attn_out = inp.q if opts.skip_attention else attention_phase(adims, inp, cache, flags)
     if kvdp_group is not None:
         group = kvdp_group
         attn_out = kvdp_attention_output_collectives(dims, attn_out, group)
-    k_ret = K_cache
-    v_ret = V_cache
-    if update_cache:
-        kv_cache_update(adims, K_cache, V_cache, inp, kv_cache_update_idx if kv_cache_update_idx is not None else attention_mask, K_cache_transposed)
+    k_ret = cache.K_cache
+    v_ret = cache.V_cache
+    if update.update_cache:
+        idx = kv_cache_update_idx if kv_cache_update_idx is not None else cache.attention_mask
+        kv_cache_update(adims, cache.K_cache, cache.V_cache, inp, idx, cache.K_cache_transposed)
     else:
         k_new = inp.k
         k_ret = to_shared_hbm(adims, k_new.reshape(shape=(d, adims.b, st)))
         v_ret = to_shared_hbm(adims, inp.v)
     kernel_output = attn_out
-    if not do_out_proj and (skip_attention or is_kvdp):
+    if not do_out_proj and (opts.skip_attention or is_kvdp):
         kernel_output = to_shared_hbm(dims, attn_out)
-    if W_out is not None:
-        w = W_out
-        kernel_output = output_projection_tkg(attn_out.reshape(shape=(d, b, nq, st)), w, bias=bias_out, quantization_type=quantization_type_out, weight_scale=weight_dequant_scale_out, input_scale=input_dequant_scale_out, TRANSPOSE_OUT=transposed_out)
+    if out_proj.W_out is not None:
+        w = out_proj.W_out
+        kernel_output = output_projection_tkg(attn_out.reshape(shape=(d, b, nq, st)), w, bias=out_proj.bias_out, quantization_type=out_proj.quantization_type_out, weight_scale=out_proj.weight_dequant_scale_out, input_scale=out_proj.input_dequant_scale_out, TRANSPOSE_OUT=out_proj.transposed_out)
     return (kernel_output, k_ret, v_ret)

@@ -107,6 +107,7 @@ pub mod kernel {
     use crate::qkv::qkv::qkv;
     use crate::qkv::qkv_cte::qkv_cte_constants::FP8_E4M3_MAX;
     pub use crate::utils::common_types::{NormType, QKVOutputLayout, QuantizationType};
+    use nki::ncc::ReplicaGroup;
     use nki::prelude::*;
     use nki_attention::tkg::attention_tkg::{attention_block_config, attention_tkg};
 
@@ -177,7 +178,41 @@ pub mod kernel {
         pub kvdp: i64,
     }
 
-    /// One RMSNorm of Q and K over the head dim.
+    /// The RMSNorm of `X` before the projection (the library's "rmsnorm X"
+    /// arguments, `rmsnorm_X_*` in the signature).
+    #[nki_object]
+    pub struct RmsNormX {
+        /// Whether it is applied.
+        pub enabled: bool,
+        /// Its epsilon (`DEFAULT_RMSNORM_X_EPS` when `None`).
+        pub eps: Option<f64>,
+        /// Its gamma `[1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub gamma: Option<Hbm>,
+    }
+
+    /// The fused QKV projection's arguments (the library's "qkv projections").
+    #[nki_object]
+    pub struct QkvProjection {
+        /// Weights `[H, (q_heads + 2)·d]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)]
+        pub W_qkv: Hbm,
+        /// Bias `[1, (q_heads + 2)·d]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub bias_qkv: Option<Hbm>,
+        /// The weights' quantization.
+        pub quantization_type_qkv: QuantizationType,
+        /// The fp8 weights' dequantization scale.
+        #[dtypes(float32)]
+        pub weight_dequant_scale_qkv: Option<Hbm>,
+        /// The activations' dequantization scale.
+        #[dtypes(float32)]
+        pub input_dequant_scale_qkv: Option<Hbm>,
+    }
+
+    /// One RMSNorm of Q and K over the head dim (before RoPE,
+    /// `rmsnorm_QK_pre_rope_*` in the signature, or after it,
+    /// `rmsnorm_QK_post_rope_*`).
     #[nki_object]
     pub struct QkNorm {
         /// Whether it is applied.
@@ -185,9 +220,105 @@ pub mod kernel {
         /// Its epsilon.
         pub eps: f64,
         /// Q's gamma `[1, d]`.
-        pub w_q: Option<Tensor>,
+        #[dtypes(float32, bfloat16, float16)]
+        pub W_Q: Option<Hbm>,
         /// K's gamma `[1, d]`.
-        pub w_k: Option<Tensor>,
+        #[dtypes(float32, bfloat16, float16)]
+        pub W_K: Option<Hbm>,
+    }
+
+    /// RoPE's arguments.
+    #[nki_object]
+    pub struct Rope {
+        /// `[d/2, B, S]` cosines (RoPE applied when both tables are given).
+        #[dtypes(float32, bfloat16, float16)]
+        pub cos: Option<Hbm>,
+        /// The sines, like `cos`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub sin: Option<Hbm>,
+        /// Rotated halves contiguous (else interleaved pairs).
+        pub rope_contiguous_layout: bool,
+    }
+
+    /// The attention's arguments: the caches it reads and its mask.
+    #[nki_object]
+    pub struct AttentionCache {
+        /// `K_cache` holds `[B, d, S_max_ctx]` (a flat cache only).
+        pub K_cache_transposed: bool,
+        /// A block cache's table `[B, blocks]` (a flat cache when `None`).
+        #[dtypes(int32, uint32)]
+        pub active_blocks_table: Option<Hbm>,
+        /// The keys.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)]
+        pub K_cache: Hbm,
+        /// The values.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)]
+        pub V_cache: Hbm,
+        /// `[S_ctx, B, q_heads, S_tkg]`, nonzero where a position is attended.
+        #[dtypes(uint8)]
+        pub attention_mask: Hbm,
+        /// Per-head attention sinks.
+        #[dtypes(float32, bfloat16, float16)]
+        pub sink: Option<Hbm>,
+    }
+
+    /// The KV cache update's arguments.
+    #[nki_object]
+    pub struct CacheUpdate {
+        /// Write the new keys and values into the caches (else return them).
+        pub update_cache: bool,
+        /// The write positions `[B, 1]`.
+        #[dtypes(int32, uint32)]
+        pub kv_cache_update_idx: Option<Hbm>,
+    }
+
+    /// The output projection's arguments (none without `W_out`).
+    #[nki_object]
+    pub struct OutProjection {
+        /// Weights `[q_heads·d, H]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)]
+        pub W_out: Option<Hbm>,
+        /// Bias `[1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub bias_out: Option<Hbm>,
+        /// The weights' quantization.
+        pub quantization_type_out: QuantizationType,
+        /// The fp8 weights' dequantization scale.
+        #[dtypes(float32)]
+        pub weight_dequant_scale_out: Option<Hbm>,
+        /// The activations' dequantization scale.
+        #[dtypes(float32)]
+        pub input_dequant_scale_out: Option<Hbm>,
+        /// The output in the transposed layout.
+        pub transposed_out: bool,
+    }
+
+    /// The arguments with defaults (the library's "optional params").
+    #[nki_object]
+    pub struct BlockOptions {
+        /// Multiplies `Q·Kᵀ` (`1/sqrt(d)` when `None`).
+        #[default(None)]
+        pub softmax_scale: Option<f64>,
+        /// Tile the prior context in the flash attention.
+        #[default(true)]
+        pub enable_fa_s_prior_tiling: bool,
+        /// fp8 KV-cache quantization: the keys' scale.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub k_scale: Option<Hbm>,
+        /// The values' scale, with `k_scale`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub v_scale: Option<Hbm>,
+        /// Skip the attention (its output the scaled queries).
+        #[default(false)]
+        pub skip_attention: bool,
+        /// KV data parallelism: the ranks sharing the batches.
+        #[default(1)]
+        pub KVDP: i64,
+        /// The ranks of the KV data parallelism.
+        #[default(None)]
+        pub KVDP_replica_group: Option<ReplicaGroup>,
     }
 
     /// The Q/K processing: the norms around RoPE and RoPE's tables.
@@ -197,12 +328,8 @@ pub mod kernel {
         pub pre: QkNorm,
         /// RMSNorm after RoPE.
         pub post: QkNorm,
-        /// RoPE's `[d/2, B, S]` cosines (RoPE applied when both tables are given).
-        pub cos: Option<Tensor>,
-        /// RoPE's sines.
-        pub sin: Option<Tensor>,
-        /// Rotated halves contiguous (else interleaved pairs).
-        pub contiguous: bool,
+        /// RoPE's tables and layout.
+        pub rope: Rope,
     }
 
     /// One tile's new keys and values in SBUF, for the cache update.
@@ -232,16 +359,9 @@ pub mod kernel {
     /// table are this rank's: `B / KVDP` batches, the mask's heads those of
     /// the whole group (`q_heads · KVDP`).
     #[nki_helper]
-    pub fn validate_and_extract_config(
-        X: Hbm,
-        W_qkv: Hbm,
-        K_cache: Hbm,
-        V_cache: Hbm,
-        attention_mask: Hbm,
-        active_blocks_table: Option<Hbm>,
-        K_cache_transposed: bool,
-        KVDP: i64,
-    ) -> AttnBlockDims {
+    pub fn validate_and_extract_config(X: Hbm, W_qkv: Hbm, cache: AttentionCache, KVDP: i64) -> AttnBlockDims {
+        let (K_cache, V_cache, attention_mask) = (cache.K_cache, cache.V_cache, cache.attention_mask);
+        let (active_blocks_table, K_cache_transposed) = (cache.active_blocks_table, cache.K_cache_transposed);
         assert!(X.ndim() == 3, "attention_block_tkg: X must be [B, S_tkg, H] in HBM, got {} dims", X.ndim());
         let [b, s_tkg, h] = X.shape();
         assert!(h > 0 && h % PMAX == 0, HIDDEN);
@@ -367,20 +487,20 @@ pub mod kernel {
         let b = qkv_sb.shape()[0] / st;
         let x: Sbuf = transpose_heads(dims, qkv_sb, col0, n_heads);
         if p.pre.enabled {
-            rms_norm_inplace(x, p.pre.eps, if is_q { p.pre.w_q } else { p.pre.w_k });
+            rms_norm_inplace(x, p.pre.eps, if is_q { p.pre.W_Q } else { p.pre.W_K });
         }
-        let (cos_t, sin_t) = (p.cos, p.sin);
+        let (cos_t, sin_t) = (p.rope.cos, p.rope.sin);
         if let Some(cos) = cos_t {
             // Validated: sin is given with cos.
             let sin = sin_t.unwrap_or(cos);
             assert!(d == 64 || d == 128, ROPE_HEAD);
             let staged = nl::ndarray([d, b, n_heads, st], x.dtype(), buffer = nl::private_hbm);
             nisa::dma_copy(staged, x.reshape([d, b, n_heads, st]));
-            let rotated: Hbm = crate::embeddings::rope::RoPE(staged, cos, sin, contiguous_layout = p.contiguous);
+            let rotated: Hbm = crate::embeddings::rope::RoPE(staged, cos, sin, contiguous_layout = p.rope.rope_contiguous_layout);
             nisa::dma_copy(x.reshape([d, b, n_heads, st]), rotated);
         }
         if p.post.enabled {
-            rms_norm_inplace(x, p.post.eps, if is_q { p.post.w_q } else { p.post.w_k });
+            rms_norm_inplace(x, p.post.eps, if is_q { p.post.W_Q } else { p.post.W_K });
         }
         x
     }
@@ -408,7 +528,7 @@ pub mod kernel {
     /// whole tensors); `p` as it is without RoPE.
     #[nki_helper]
     pub fn tile_tables(p: QkProcessing, b0: i64, tb: i64) -> QkProcessing {
-        let (cos_t, sin_t) = (p.cos, p.sin);
+        let (cos_t, sin_t) = (p.rope.cos, p.rope.sin);
         let mut tile = p;
         if let Some(cos) = cos_t {
             // Validated: sin is given with cos.
@@ -418,7 +538,8 @@ pub mod kernel {
             nisa::dma_copy(c, cos[s![.., b0..b0 + tb, ..]]);
             let sn = nl::ndarray([half, tb, st], sin.dtype(), buffer = nl::private_hbm);
             nisa::dma_copy(sn, sin[s![.., b0..b0 + tb, ..]]);
-            tile = QkProcessing { pre: p.pre, post: p.post, cos: Some(c), sin: Some(sn), contiguous: p.contiguous };
+            let rope = Rope { cos: Some(c), sin: Some(sn), rope_contiguous_layout: p.rope.rope_contiguous_layout };
+            tile = QkProcessing { pre: p.pre, post: p.post, rope };
         }
         tile
     }
@@ -471,22 +592,14 @@ pub mod kernel {
     }
 
     /// The attention of `inp` over the cache by `attention_tkg`, `flags` being
-    /// `(K_cache_transposed, out_in_sb, enable_fa_s_prior_tiling)` (the output
+    /// `(out_in_sb, enable_fa_s_prior_tiling)` (the output
     /// `[d, B·q_heads·S]` with `out_in_sb`, for the projection, else `[B,
     /// q_heads, d, S]`); both programs' batches stored before it is read.
     #[nki_helper]
-    pub fn attention_phase(
-        dims: AttnBlockDims,
-        inp: AttnInputs,
-        K_cache: Hbm,
-        V_cache: Hbm,
-        attention_mask: Hbm,
-        sink: Option<Hbm>,
-        active_blocks_table: Option<Hbm>,
-        flags: (bool, bool, bool),
-    ) -> Hbm {
+    pub fn attention_phase(dims: AttnBlockDims, inp: AttnInputs, cache: AttentionCache, flags: (bool, bool)) -> Hbm {
         let (b, d, smax) = (dims.b, dims.d_head, dims.s_max_ctx);
-        let (k_tp, out_in_sb, fa_tiling) = flags;
+        let (K_cache, V_cache, k_tp) = (cache.K_cache, cache.V_cache, cache.K_cache_transposed);
+        let (out_in_sb, fa_tiling) = flags;
         let (k_prior, v_prior) = if dims.block_len > 0 {
             (K_cache, V_cache)
         } else if k_tp {
@@ -501,10 +614,10 @@ pub mod kernel {
             inp.v,
             k_prior,
             v_prior,
-            attention_mask,
+            cache.attention_mask,
             cfg,
-            sink = sink,
-            active_blocks_table = active_blocks_table,
+            sink = cache.sink,
+            active_blocks_table = cache.active_blocks_table,
         );
         if dims.programs == 2 {
             nisa::core_barrier(out, [0, 1]);
@@ -791,71 +904,40 @@ pub mod kernel {
     pub fn attention_block_tkg(
         #[dtypes(float32, bfloat16, float16)] X: Hbm,
         X_hidden_dim_actual: Option<i64>,
-        rmsnorm_X_enabled: bool,
-        rmsnorm_X_eps: Option<f64>,
-        #[dtypes(float32, bfloat16, float16)] rmsnorm_X_gamma: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] W_qkv: Hbm,
-        #[dtypes(float32, bfloat16, float16)] bias_qkv: Option<Hbm>,
-        quantization_type_qkv: QuantizationType,
-        #[dtypes(float32)] weight_dequant_scale_qkv: Option<Hbm>,
-        #[dtypes(float32)] input_dequant_scale_qkv: Option<Hbm>,
-        rmsnorm_QK_pre_rope_enabled: bool,
-        rmsnorm_QK_pre_rope_eps: f64,
-        #[dtypes(float32, bfloat16, float16)] rmsnorm_QK_pre_rope_W_Q: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] rmsnorm_QK_pre_rope_W_K: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] cos: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] sin: Option<Hbm>,
-        rope_contiguous_layout: bool,
-        rmsnorm_QK_post_rope_enabled: bool,
-        rmsnorm_QK_post_rope_eps: f64,
-        #[dtypes(float32, bfloat16, float16)] rmsnorm_QK_post_rope_W_Q: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] rmsnorm_QK_post_rope_W_K: Option<Hbm>,
-        K_cache_transposed: bool,
-        #[dtypes(int32, uint32)] active_blocks_table: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] K_cache: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] V_cache: Hbm,
-        #[dtypes(uint8)] attention_mask: Hbm,
-        #[dtypes(float32, bfloat16, float16)] sink: Option<Hbm>,
-        update_cache: bool,
-        #[dtypes(int32, uint32)] kv_cache_update_idx: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] W_out: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] bias_out: Option<Hbm>,
-        quantization_type_out: QuantizationType,
-        #[dtypes(float32)] weight_dequant_scale_out: Option<Hbm>,
-        #[dtypes(float32)] input_dequant_scale_out: Option<Hbm>,
-        transposed_out: bool,
+        #[spread(prefix = "rmsnorm_X_")] norm_x: RmsNormX,
+        #[spread] proj: QkvProjection,
+        #[spread(prefix = "rmsnorm_QK_pre_rope_")] pre: QkNorm,
+        #[spread] rope: Rope,
+        #[spread(prefix = "rmsnorm_QK_post_rope_")] post: QkNorm,
+        #[spread] cache: AttentionCache,
+        #[spread] update: CacheUpdate,
+        #[spread] out_proj: OutProjection,
         out_in_sb: bool,
-        softmax_scale: Option<f64>,
-        #[default(true)] enable_fa_s_prior_tiling: bool,
-        #[dtypes(float32, bfloat16, float16)] k_scale: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] v_scale: Option<Hbm>,
-        #[default(false)] skip_attention: bool,
-        #[default(1)] KVDP: i64,
-        KVDP_replica_group: Option<ReplicaGroup>,
+        #[spread] opts: BlockOptions,
     ) -> Outputs {
         assert!(!out_in_sb, OUT_IN_SB);
-        assert!(KVDP <= 1 || KVDP_replica_group.is_some(), KVDP_GROUP);
-        check_kv_scales(K_cache, V_cache, k_scale, v_scale);
-        assert!(!transposed_out || W_out.is_some(), TRANSPOSED_OUT);
-        assert!(cos.is_some() == sin.is_some(), ROPE_TABLES);
-        assert!(!update_cache || kv_cache_update_idx.is_some(), UPDATE);
-        let dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed, KVDP);
+        assert!(opts.KVDP <= 1 || opts.KVDP_replica_group.is_some(), KVDP_GROUP);
+        check_kv_scales(cache.K_cache, cache.V_cache, opts.k_scale, opts.v_scale);
+        assert!(!out_proj.transposed_out || out_proj.W_out.is_some(), TRANSPOSED_OUT);
+        assert!(rope.cos.is_some() == rope.sin.is_some(), ROPE_TABLES);
+        assert!(!update.update_cache || update.kv_cache_update_idx.is_some(), UPDATE);
+        let dims = validate_and_extract_config(X, proj.W_qkv, cache, opts.KVDP);
         let (d, b, st, nq) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads);
-        assert!(!skip_attention || b * st <= PMAX, SKIP_ATTENTION_TILES);
+        assert!(!opts.skip_attention || b * st <= PMAX, SKIP_ATTENTION_TILES);
         // The attention and the cache update take this rank's batches with every rank's heads.
         let adims = attention_dims(dims);
 
         // QKV projection (the fused RMSNorm of X), [B, S, I].
         let qkv_out: Hbm = qkv(
             X,
-            W_qkv,
+            proj.W_qkv,
             output_layout = QKVOutputLayout::BSD,
-            bias = bias_qkv,
-            quantization_type = quantization_type_qkv,
-            qkv_w_scale = weight_dequant_scale_qkv,
-            qkv_in_scale = input_dequant_scale_qkv,
-            fused_norm_type = if rmsnorm_X_enabled { NormType::RMS_NORM } else { NormType::NO_NORM },
-            gamma_norm_weights = rmsnorm_X_gamma,
+            bias = proj.bias_qkv,
+            quantization_type = proj.quantization_type_qkv,
+            qkv_w_scale = proj.weight_dequant_scale_qkv,
+            qkv_in_scale = proj.input_dequant_scale_qkv,
+            fused_norm_type = if norm_x.enabled { NormType::RMS_NORM } else { NormType::NO_NORM },
+            gamma_norm_weights = norm_x.gamma,
             norm_eps = rmsnorm_X_eps.unwrap_or(DEFAULT_RMSNORM_X_EPS),
             hidden_actual = X_hidden_dim_actual,
             d_head = Some(d),
@@ -867,25 +949,13 @@ pub mod kernel {
         }
 
         // Q/K processing and V, Q scaled.
-        let pre = QkNorm {
-            enabled: rmsnorm_QK_pre_rope_enabled,
-            eps: rmsnorm_QK_pre_rope_eps,
-            w_q: rmsnorm_QK_pre_rope_W_Q,
-            w_k: rmsnorm_QK_pre_rope_W_K,
-        };
-        let post = QkNorm {
-            enabled: rmsnorm_QK_post_rope_enabled,
-            eps: rmsnorm_QK_post_rope_eps,
-            w_q: rmsnorm_QK_post_rope_W_Q,
-            w_k: rmsnorm_QK_post_rope_W_K,
-        };
-        let p = QkProcessing { pre, post, cos, sin, contiguous: rope_contiguous_layout };
-        let scale = if skip_attention { 1.0 } else { softmax_scale.unwrap_or(1.0 / (d as f64).sqrt()) };
-        let mut inp = qkv_processing(dims, qkv_out, p, scale, k_scale, v_scale);
+        let p = QkProcessing { pre, post, rope };
+        let scale = if opts.skip_attention { 1.0 } else { softmax_scale.unwrap_or(1.0 / (d as f64).sqrt()) };
+        let mut inp = qkv_processing(dims, qkv_out, p, scale, opts.k_scale, opts.v_scale);
 
         // KV data parallelism: every rank's query heads, this rank's batches.
         let is_kvdp = dims.kvdp > 1;
-        let kvdp_group = if is_kvdp { KVDP_replica_group } else { None };
+        let kvdp_group = if is_kvdp { opts.KVDP_replica_group } else { None };
         if let Some(group) = kvdp_group {
             inp = kvdp_attention_input_collectives(dims, inp, group);
         }
@@ -893,13 +963,9 @@ pub mod kernel {
         // Attention over the cache (or the queries as they are, skip_attention);
         // under KV data parallelism in the projection's layout, which the output
         // collectives take.
-        let do_out_proj = W_out.is_some();
-        let flags = (K_cache_transposed, do_out_proj || is_kvdp, enable_fa_s_prior_tiling);
-        let mut attn_out: Hbm = if skip_attention {
-            inp.q
-        } else {
-            attention_phase(adims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags)
-        };
+        let do_out_proj = out_proj.W_out.is_some();
+        let flags = (do_out_proj || is_kvdp, opts.enable_fa_s_prior_tiling);
+        let mut attn_out: Hbm = if opts.skip_attention { inp.q } else { attention_phase(adims, inp, cache, flags) };
 
         // KV data parallelism: every batch of this rank's own query heads.
         if let Some(group) = kvdp_group {
@@ -907,11 +973,12 @@ pub mod kernel {
         }
 
         // The cache update, or the new keys and values (this rank's batches).
-        let mut k_ret = K_cache;
-        let mut v_ret = V_cache;
-        if update_cache {
+        let mut k_ret = cache.K_cache;
+        let mut v_ret = cache.V_cache;
+        if update.update_cache {
             // Validated: kv_cache_update_idx is given with update_cache.
-            kv_cache_update(adims, K_cache, V_cache, inp, kv_cache_update_idx.unwrap_or(attention_mask), K_cache_transposed);
+            let idx = kv_cache_update_idx.unwrap_or(cache.attention_mask);
+            kv_cache_update(adims, cache.K_cache, cache.V_cache, inp, idx, cache.K_cache_transposed);
         } else {
             let k_new: Hbm = inp.k;
             k_ret = to_shared_hbm(adims, k_new.reshape([d, adims.b, st]));
@@ -922,18 +989,18 @@ pub mod kernel {
         // is this program's scratch: the queries (both the attention and the
         // projection skipped) or the gathered output `[d, B·q_heads·S]`.
         let mut kernel_output = attn_out;
-        if !do_out_proj && (skip_attention || is_kvdp) {
+        if !do_out_proj && (opts.skip_attention || is_kvdp) {
             kernel_output = to_shared_hbm(dims, attn_out);
         }
-        if let Some(w) = W_out {
+        if let Some(w) = out_proj.W_out {
             kernel_output = output_projection_tkg(
                 attn_out.reshape([d, b, nq, st]),
                 w,
-                bias = bias_out,
-                quantization_type = quantization_type_out,
-                weight_scale = weight_dequant_scale_out,
-                input_scale = input_dequant_scale_out,
-                TRANSPOSE_OUT = transposed_out,
+                bias = out_proj.bias_out,
+                quantization_type = out_proj.quantization_type_out,
+                weight_scale = out_proj.weight_dequant_scale_out,
+                input_scale = out_proj.input_dequant_scale_out,
+                TRANSPOSE_OUT = out_proj.transposed_out,
             );
         }
         Outputs(kernel_output, k_ret, v_ret)
