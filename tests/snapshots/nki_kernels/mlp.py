@@ -18,6 +18,8 @@ from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
+from .mlp_parameters import MlpOutputOptions
+from .mlp_parameters import MlpTkgOptions
 from .mlp_parameters import ROW_SCALE_BYTES
 from .mlp_parameters import STATIC_MX_ROWS
 from .mlp_parameters import STATIC_MX_SHARDS
@@ -33,6 +35,19 @@ from .mx_layout import MX_PACK
 from .mx_layout import SCALE_GROUP_SIZE
 from .projection_mx_constants import GROUPS_PER_MX_TILE
 from .projection_mx_constants import MX_TILE
+
+
+# `store_output_in_sbuf` refused.
+STORE_OUTPUT_IN_SBUF = "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
+
+
+def phase_tensors(t, normalization_type):
+    """The call's tensors as the phases read them: without a norm its gamma
+    and beta are dropped, as the library's `MLPNormalizationParameters`
+    drops them.
+    """
+    has_norm = normalization_type != NormType.NO_NORM
+    return MLPTensors(gate_proj_weights_tensor=t.gate_proj_weights_tensor, up_proj_weights_tensor=t.up_proj_weights_tensor, down_proj_weights_tensor=t.down_proj_weights_tensor, normalization_weights_tensor=t.normalization_weights_tensor if has_norm else None, gate_proj_bias_tensor=t.gate_proj_bias_tensor, up_proj_bias_tensor=t.up_proj_bias_tensor, down_proj_bias_tensor=t.down_proj_bias_tensor, normalization_bias_tensor=t.normalization_bias_tensor if has_norm else None, fused_add_tensor=t.fused_add_tensor)
 
 
 def check_mx_shape(v, name, d0, d1, d2):
@@ -140,13 +155,14 @@ def validate_static_mx(t, h, i, programs, has_bias):
     assert rows % 2 == 0, STATIC_MX_ROWS
 
 
-def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs, is_tkg, store_output_in_sbuf, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout):
+def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs, is_tkg, out_opts, tkg):
     """The rules of a dense (not `MX`) call, checked when the kernel is
     traced: the weights' and rows' shapes, the options the kernel
     implements, and the chosen path's own rules (the library's
     `validate_mlp_arguments`).
     """
     quantization_type = q.quantization_type
+    down_tiling, optimized_layout = (tkg.use_tkg_down_proj_column_tiling, tkg.use_tkg_down_proj_optimized_layout)
     has_norm = normalization_type != NormType.NO_NORM
     hs = hidden.shape
     gs = w.gate_proj_weights_tensor.shape
@@ -161,16 +177,16 @@ def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs
     check_row(w.up_proj_bias_tensor, "up_proj_bias_tensor", i)
     check_row(w.down_proj_bias_tensor, "down_proj_bias_tensor", h)
     assert not has_norm or w.normalization_bias_tensor is None or normalization_type == NormType.LAYER_NORM, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
-    assert not use_tkg_down_proj_optimized_layout or not use_tkg_down_proj_column_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
+    assert not optimized_layout or not down_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
     static_mx = quantization_type == QuantizationType.STATIC_MX
     assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW or static_mx, f"mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW, MX or STATIC_MX (the library's mlp takes no ROW_MX), got {quantization_type}"
-    assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
+    assert not out_opts.store_output_in_sbuf, STORE_OUTPUT_IN_SBUF
     if is_tkg:
-        validate_mlp_tkg(t, h, programs, use_tkg_down_proj_column_tiling)
+        validate_mlp_tkg(t, h, programs, down_tiling)
     else:
         has_bias = w.gate_proj_bias_tensor is not None or w.up_proj_bias_tensor is not None or w.down_proj_bias_tensor is not None
         clamped = any_clamp(act.clamps)
-        validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
+        validate_mlp_cte(t, h, i, programs, has_bias, clamped, optimized_layout)
         if static_mx:
             validate_static_mx(t, h, i, programs, has_bias)
     assert not static_mx or not is_tkg, STATIC_MX_TOKEN_GENERATION
@@ -240,6 +256,11 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     H]`, and the residual sum when `store_fused_add_result` is set.
     """
     check_contract("mlp", enums=(("activation_fn", activation_fn, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("normalization_type", normalization_type, NormType, "NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)", False), ("quantization_type", quantization_type, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False)), dtypes=(("hidden_tensor", hidden_tensor, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("gate_proj_weights_tensor", gate_proj_weights_tensor, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4), "float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4 or float8_e5m2_x4", False), ("up_proj_weights_tensor", up_proj_weights_tensor, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4), "float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4 or float8_e5m2_x4", False), ("down_proj_weights_tensor", down_proj_weights_tensor, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4), "float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4 or float8_e5m2_x4", False), ("normalization_weights_tensor", normalization_weights_tensor, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_proj_bias_tensor", gate_proj_bias_tensor, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("up_proj_bias_tensor", up_proj_bias_tensor, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias_tensor", down_proj_bias_tensor, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("normalization_bias_tensor", normalization_bias_tensor, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("fused_add_tensor", fused_add_tensor, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_w_scale", gate_w_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("up_w_scale", up_w_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("down_w_scale", down_w_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("gate_up_in_scale", gate_up_in_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_in_scale", down_in_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
+    tensors = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, normalization_bias_tensor=normalization_bias_tensor, fused_add_tensor=fused_add_tensor)
+    quant = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate_w_scale, up_w_scale=up_w_scale, down_w_scale=down_w_scale, gate_up_in_scale=gate_up_in_scale, down_in_scale=down_in_scale, clipping_bound=quant_clipping_bound)
+    out_opts = MlpOutputOptions(output_dtype=output_dtype, store_output_in_sbuf=store_output_in_sbuf)
+    tkg = MlpTkgOptions(use_tkg_gate_up_proj_column_tiling=use_tkg_gate_up_proj_column_tiling, use_tkg_down_proj_column_tiling=use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout=use_tkg_down_proj_optimized_layout)
+    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     rank = hidden_tensor.ndim
     assert rank == 2 or rank == 3, f"mlp: hidden_tensor must be [B, S, H] or [T, H], got {rank} dims"
     hs = hidden_tensor.shape
@@ -250,33 +271,29 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     t = b * sl
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     assert h > 0 and h % H0 == 0, f"mlp: H = {h} must be a positive multiple of 128"
-    has_norm = normalization_type != NormType.NO_NORM
-    w = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor if has_norm else None, normalization_bias_tensor=normalization_bias_tensor if has_norm else None, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, fused_add_tensor=fused_add_tensor)
-    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    w = phase_tensors(tensors, normalization_type)
     act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, clamps=clamps)
-    quant = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate_w_scale, up_w_scale=up_w_scale, down_w_scale=down_w_scale, gate_up_in_scale=gate_up_in_scale, down_in_scale=down_in_scale, clipping_bound=quant_clipping_bound)
     out_dtype = output_dtype if output_dtype is not None else hidden_tensor.dtype
     is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD and not force_cte_mode
     if quantization_type == QuantizationType.MX:
-        assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
+        assert not out_opts.store_output_in_sbuf, STORE_OUTPUT_IN_SBUF
         tiling = use_tkg_gate_up_proj_column_tiling or use_tkg_down_proj_column_tiling
         validate_mlp_tkg_mx(hidden_tensor.reshape(shape=(t, h)), w, quant, act, normalization_type, is_tkg, tiling, use_tkg_down_proj_optimized_layout)
         out = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
         hidden, output = (hidden_tensor.reshape(shape=(t, h)), out.reshape(shape=(t, h)))
         mlp_tkg_mx(MLPParameters(hidden=hidden, w=w, output=output, stored=None, normalization_type=normalization_type, eps=eps, act=act, quant=quant))
         return out
-    validate_mlp_arguments(hidden_tensor, w, act, quant, normalization_type, h, t, programs, is_tkg, store_output_in_sbuf, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout)
+    validate_mlp_arguments(hidden_tensor, w, act, quant, normalization_type, h, t, programs, is_tkg, out_opts, tkg)
     out = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
     store = store_fused_add_result and fused_add_tensor is not None
     stored = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
     validate_quantization(quantization_type, hidden_tensor, w, quant)
-    validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, has_norm, h)
+    validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, normalization_type != NormType.NO_NORM, h)
     stored_2d = stored.reshape(shape=(t, h)) if store else None
     hidden_2d, out_2d = (hidden_tensor.reshape(shape=(t, width)), out.reshape(shape=(t, h)))
     p = MLPParameters(hidden=hidden_2d, w=w, output=out_2d, stored=stored_2d, normalization_type=normalization_type, eps=eps, act=act, quant=quant)
     if is_tkg:
-        gate_up_tiling, down_tiling = (use_tkg_gate_up_proj_column_tiling, use_tkg_down_proj_column_tiling)
-        mlp_tkg(p, gate_up_tiling, down_tiling, use_tkg_down_proj_optimized_layout)
+        mlp_tkg(p, tkg)
     else:
         mlp_cte(p)
     if store:

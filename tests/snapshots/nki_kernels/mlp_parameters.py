@@ -46,7 +46,8 @@ class MLPActivationParameters(nl.NKIObject):
 @dataclass
 class MLPTensors(nl.NKIObject):
     """The tensors of an `mlp` call, as the phases read them (the library
-    keeps them in its `MLPParameters` and its bias and norm bundles).
+    keeps them in its `MLPParameters` and its bias and norm bundles), in
+    the order of the kernel's signature.
     """
 
     gate_proj_weights_tensor: object
@@ -57,14 +58,14 @@ class MLPTensors(nl.NKIObject):
     "Down projection weights `[I, H]`."
     normalization_weights_tensor: object
     "Gamma `[1, H]` of the norm."
-    normalization_bias_tensor: object
-    "Beta `[1, H]` of a LayerNorm."
     gate_proj_bias_tensor: object
     "Gate projection bias `[1, I]`."
     up_proj_bias_tensor: object
     "Up projection bias `[1, I]`."
     down_proj_bias_tensor: object
     "Down projection bias `[1, H]`."
+    normalization_bias_tensor: object
+    "Beta `[1, H]` of a LayerNorm."
     fused_add_tensor: object
     "The residual added to the hidden rows first."
 
@@ -82,19 +83,19 @@ class MLPQuantizationParameters(nl.NKIObject):
     too (see [`mlp_cte`](crate::mlp::mlp_cte::mlp_cte)).
     """
 
-    quantization_type: QuantizationType
+    quantization_type: QuantizationType = QuantizationType.NONE
     "`NONE`, `STATIC`, `ROW` or `MX`."
-    gate_w_scale: object
+    gate_w_scale: object = None
     "Dequantization scales of the gate weights (`MX`: `uint8` block scales `[16, H/512, I]`, one per 32 packed values)."
-    up_w_scale: object
+    up_w_scale: object = None
     "Dequantization scales of the up weights."
-    down_w_scale: object
+    down_w_scale: object = None
     "Dequantization scales of the down weights."
-    gate_up_in_scale: object
+    gate_up_in_scale: object = None
     "`STATIC`: the dequantization scale of the fp8 hidden rows."
-    down_in_scale: object
+    down_in_scale: object = None
     "`STATIC`: the scale the gated product is quantized with (divided by) and dequantized with."
-    clipping_bound: float
+    clipping_bound: float = 0.0
     "`ROW`: the gated product is clipped to `[-bound, bound]` before its rows are quantized (no clipping when not positive)."
 
 
@@ -120,6 +121,28 @@ class MLPParameters(nl.NKIObject):
     "The gate/up options."
     quant: MLPQuantizationParameters
     "The fp8 quantization."
+
+
+@dataclass
+class MlpOutputOptions(nl.NKIObject):
+    """Where the output goes and in what dtype."""
+
+    output_dtype: object = None
+    "The output's dtype (the hidden rows' when `None`)."
+    store_output_in_sbuf: bool = False
+    "Leave the output in SBUF (refused: the output is an HBM tensor)."
+
+
+@dataclass
+class MlpTkgOptions(nl.NKIObject):
+    """The decode path's layout options (the library's `use_tkg_*` flags)."""
+
+    use_tkg_gate_up_proj_column_tiling: bool = True
+    "Split the gate/up projections' columns over the programs."
+    use_tkg_down_proj_column_tiling: bool = True
+    "Split the down projection's columns over the programs."
+    use_tkg_down_proj_optimized_layout: bool = False
+    "The down weights in the optimized layout."
 
 
 # [`MlpRule::StaticMxTiles`](super::MlpRule::StaticMxTiles).

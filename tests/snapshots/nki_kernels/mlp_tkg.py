@@ -10,6 +10,7 @@ from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
+from .mlp_parameters import MlpTkgOptions
 from .mlp_tkg_constants import projection_weights
 from .mlp_tkg_constants import tkg_dims
 from .mlp_tkg_down_projection import process_down_projection
@@ -18,12 +19,14 @@ from .mlp_tkg_utils import input_fused_add
 from .mlp_tkg_utils import input_norm_load
 
 
-def mlp_tkg(p, gate_up_column_tiling, down_column_tiling, optimized_layout):
+def mlp_tkg(p, tkg):
     """The decode-phase MLP of `p.hidden` `[T, H]` into `p.output` `[T, H]`
     (and, when given, the residual sum into `p.stored`): the phases of
     the module docs in order, each projection in the arrangement its
     column-tiling flag names.
     """
+    gate_up_column_tiling, down_column_tiling = (tkg.use_tkg_gate_up_proj_column_tiling, tkg.use_tkg_down_proj_column_tiling)
+    optimized_layout = tkg.use_tkg_down_proj_optimized_layout
     hidden, w, quant = (p.hidden, p.w, p.quant)
     t, h = hidden.shape
     i = w.down_proj_weights_tensor.shape[0]

@@ -53,8 +53,8 @@ pub mod kernel {
     use crate::mlp::mlp_cte::mlp_cte::mlp_cte;
     use crate::mlp::mlp_cte::mlp_cte_sharding::shard_on_intermediate;
     use crate::mlp::mlp_parameters::{
-        DOWN_PSUM_BANKS, H0, MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors, ROW_SCALE_BYTES,
-        TKG_BS_SEQLEN_THRESHOLD,
+        DOWN_PSUM_BANKS, H0, MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors, MlpOutputOptions,
+        MlpTkgOptions, ROW_SCALE_BYTES, TKG_BS_SEQLEN_THRESHOLD,
     };
     use crate::mlp::mlp_tkg::mlp_tkg::mlp_tkg;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::{PSUM_BMAX, PSUM_FMAX};
@@ -64,6 +64,28 @@ pub mod kernel {
     use crate::utils::kernel_helpers::{ClampLimits, any_clamp};
     use crate::utils::mx_layout::{MX_GROUP_PARTITIONS, MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
+
+    /// `store_output_in_sbuf` refused.
+    pub const STORE_OUTPUT_IN_SBUF: &str = "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)";
+
+    /// The call's tensors as the phases read them: without a norm its gamma
+    /// and beta are dropped, as the library's `MLPNormalizationParameters`
+    /// drops them.
+    #[nki_helper]
+    pub fn phase_tensors(t: MLPTensors, normalization_type: NormType) -> MLPTensors {
+        let has_norm = normalization_type != NormType::NO_NORM;
+        MLPTensors {
+            gate_proj_weights_tensor: t.gate_proj_weights_tensor,
+            up_proj_weights_tensor: t.up_proj_weights_tensor,
+            down_proj_weights_tensor: t.down_proj_weights_tensor,
+            normalization_weights_tensor: if has_norm { t.normalization_weights_tensor } else { None },
+            gate_proj_bias_tensor: t.gate_proj_bias_tensor,
+            up_proj_bias_tensor: t.up_proj_bias_tensor,
+            down_proj_bias_tensor: t.down_proj_bias_tensor,
+            normalization_bias_tensor: if has_norm { t.normalization_bias_tensor } else { None },
+            fused_add_tensor: t.fused_add_tensor,
+        }
+    }
 
     /// Asserts that an optional `[1, n]` tensor has that shape.
     #[nki_helper]
@@ -315,11 +337,11 @@ pub mod kernel {
         t: i64,
         programs: i64,
         is_tkg: bool,
-        store_output_in_sbuf: bool,
-        use_tkg_down_proj_column_tiling: bool,
-        use_tkg_down_proj_optimized_layout: bool,
+        out_opts: MlpOutputOptions,
+        tkg: MlpTkgOptions,
     ) {
         let quantization_type = q.quantization_type;
+        let (down_tiling, optimized_layout) = (tkg.use_tkg_down_proj_column_tiling, tkg.use_tkg_down_proj_optimized_layout);
         let has_norm = normalization_type != NormType::NO_NORM;
         let hs = hidden.shape();
         let gs = w.gate_proj_weights_tensor.shape();
@@ -346,10 +368,7 @@ pub mod kernel {
             !has_norm || w.normalization_bias_tensor.is_none() || normalization_type == NormType::LAYER_NORM,
             "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
         );
-        assert!(
-            !use_tkg_down_proj_optimized_layout || !use_tkg_down_proj_column_tiling,
-            "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
-        );
+        assert!(!optimized_layout || !down_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False");
         let static_mx = quantization_type == QuantizationType::STATIC_MX;
         assert!(
             quantization_type == QuantizationType::NONE
@@ -358,13 +377,13 @@ pub mod kernel {
                 || static_mx,
             "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW, MX or STATIC_MX (the library's mlp takes no ROW_MX), got {quantization_type}"
         );
-        assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
+        assert!(!out_opts.store_output_in_sbuf, STORE_OUTPUT_IN_SBUF);
         if is_tkg {
-            validate_mlp_tkg(t, h, programs, use_tkg_down_proj_column_tiling);
+            validate_mlp_tkg(t, h, programs, down_tiling);
         } else {
             let has_bias = w.gate_proj_bias_tensor.is_some() || w.up_proj_bias_tensor.is_some() || w.down_proj_bias_tensor.is_some();
             let clamped: bool = any_clamp(act.clamps);
-            validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
+            validate_mlp_cte(t, h, i, programs, has_bias, clamped, optimized_layout);
             if static_mx {
                 validate_static_mx(t, h, i, programs, has_bias);
             }
@@ -390,38 +409,16 @@ pub mod kernel {
     #[nki_kernel]
     pub fn mlp(
         #[dtypes(float32, bfloat16, float16, float8_e4m3)] hidden_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)]
-        gate_proj_weights_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)] up_proj_weights_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)]
-        down_proj_weights_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16)] normalization_weights_tensor: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] gate_proj_bias_tensor: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] up_proj_bias_tensor: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] down_proj_bias_tensor: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] normalization_bias_tensor: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] fused_add_tensor: Option<Hbm>,
+        #[spread] tensors: MLPTensors,
         #[default(false)] store_fused_add_result: bool,
         #[default(ActFnType::SiLU)] activation_fn: ActFnType,
         #[default(NormType::NO_NORM)] normalization_type: NormType,
-        #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
-        #[dtypes(float32, uint8)] gate_w_scale: Option<Hbm>,
-        #[dtypes(float32, uint8)] up_w_scale: Option<Hbm>,
-        #[dtypes(float32, uint8)] down_w_scale: Option<Hbm>,
-        gate_up_in_scale: Option<Hbm>,
-        down_in_scale: Option<Hbm>,
-        #[default(0.0)] quant_clipping_bound: f64,
-        output_dtype: Option<Dtype>,
-        #[default(false)] store_output_in_sbuf: bool,
+        #[spread(clipping_bound = quant_clipping_bound)] quant: MLPQuantizationParameters,
+        #[spread] out_opts: MlpOutputOptions,
         #[default(1e-6)] eps: f64,
         #[default(false)] skip_gate_proj: bool,
-        #[default(true)] use_tkg_gate_up_proj_column_tiling: bool,
-        #[default(true)] use_tkg_down_proj_column_tiling: bool,
-        #[default(false)] use_tkg_down_proj_optimized_layout: bool,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
+        #[spread] tkg: MlpTkgOptions,
+        #[spread] clamps: ClampLimits,
         #[default(false)] force_cte_mode: bool,
     ) -> Outputs {
         let rank = hidden_tensor.ndim();
@@ -438,33 +435,12 @@ pub mod kernel {
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         // The rules of `mlp_violation`, checked when the kernel is traced.
         assert!(h > 0 && h % H0 == 0, "mlp: H = {h} must be a positive multiple of 128");
-        let has_norm = normalization_type != NormType::NO_NORM;
-        let w = MLPTensors {
-            gate_proj_weights_tensor,
-            up_proj_weights_tensor,
-            down_proj_weights_tensor,
-            normalization_weights_tensor: if has_norm { normalization_weights_tensor } else { None },
-            normalization_bias_tensor: if has_norm { normalization_bias_tensor } else { None },
-            gate_proj_bias_tensor,
-            up_proj_bias_tensor,
-            down_proj_bias_tensor,
-            fused_add_tensor,
-        };
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let w = phase_tensors(tensors, normalization_type);
         let act = MLPActivationParameters { activation_fn, skip_gate_proj, clamps };
-        let quant = MLPQuantizationParameters {
-            quantization_type,
-            gate_w_scale,
-            up_w_scale,
-            down_w_scale,
-            gate_up_in_scale,
-            down_in_scale,
-            clipping_bound: quant_clipping_bound,
-        };
         let out_dtype = output_dtype.unwrap_or(hidden_tensor.dtype());
         let is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD && !force_cte_mode;
         if quantization_type == QuantizationType::MX {
-            assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
+            assert!(!out_opts.store_output_in_sbuf, STORE_OUTPUT_IN_SBUF);
             let tiling = use_tkg_gate_up_proj_column_tiling || use_tkg_down_proj_column_tiling;
             validate_mlp_tkg_mx(
                 hidden_tensor.reshape([t, h]),
@@ -481,32 +457,18 @@ pub mod kernel {
             mlp_tkg_mx(MLPParameters { hidden, w, output, stored: None, normalization_type, eps, act, quant });
             return Outputs(out);
         }
-        validate_mlp_arguments(
-            hidden_tensor,
-            w,
-            act,
-            quant,
-            normalization_type,
-            h,
-            t,
-            programs,
-            is_tkg,
-            store_output_in_sbuf,
-            use_tkg_down_proj_column_tiling,
-            use_tkg_down_proj_optimized_layout,
-        );
+        validate_mlp_arguments(hidden_tensor, w, act, quant, normalization_type, h, t, programs, is_tkg, out_opts, tkg);
 
         let out = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
         let store = store_fused_add_result && fused_add_tensor.is_some();
         let stored = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
         validate_quantization(quantization_type, hidden_tensor, w, quant);
-        validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, has_norm, h);
+        validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, normalization_type != NormType::NO_NORM, h);
         let stored_2d = if store { Some(stored.reshape([t, h])) } else { None };
         let (hidden_2d, out_2d) = (hidden_tensor.reshape([t, width]), out.reshape([t, h]));
         let p = MLPParameters { hidden: hidden_2d, w, output: out_2d, stored: stored_2d, normalization_type, eps, act, quant };
         if is_tkg {
-            let (gate_up_tiling, down_tiling) = (use_tkg_gate_up_proj_column_tiling, use_tkg_down_proj_column_tiling);
-            mlp_tkg(p, gate_up_tiling, down_tiling, use_tkg_down_proj_optimized_layout);
+            mlp_tkg(p, tkg);
         } else {
             mlp_cte(p);
         }

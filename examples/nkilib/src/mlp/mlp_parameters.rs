@@ -55,26 +55,36 @@ pub mod kernel {
     pub const STATIC_MX_ROWS: &str = "mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens)";
 
     /// The tensors of an `mlp` call, as the phases read them (the library
-    /// keeps them in its `MLPParameters` and its bias and norm bundles).
+    /// keeps them in its `MLPParameters` and its bias and norm bundles), in
+    /// the order of the kernel's signature.
     #[nki_object]
     pub struct MLPTensors {
         /// Gate projection weights `[H, I]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)]
         pub gate_proj_weights_tensor: Tensor,
         /// Up projection weights `[H, I]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)]
         pub up_proj_weights_tensor: Tensor,
         /// Down projection weights `[I, H]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)]
         pub down_proj_weights_tensor: Tensor,
         /// Gamma `[1, H]` of the norm.
+        #[dtypes(float32, bfloat16, float16)]
         pub normalization_weights_tensor: Option<Tensor>,
-        /// Beta `[1, H]` of a LayerNorm.
-        pub normalization_bias_tensor: Option<Tensor>,
         /// Gate projection bias `[1, I]`.
+        #[dtypes(float32, bfloat16, float16)]
         pub gate_proj_bias_tensor: Option<Tensor>,
         /// Up projection bias `[1, I]`.
+        #[dtypes(float32, bfloat16, float16)]
         pub up_proj_bias_tensor: Option<Tensor>,
         /// Down projection bias `[1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
         pub down_proj_bias_tensor: Option<Tensor>,
+        /// Beta `[1, H]` of a LayerNorm.
+        #[dtypes(float32, bfloat16, float16)]
+        pub normalization_bias_tensor: Option<Tensor>,
         /// The residual added to the hidden rows first.
+        #[dtypes(float32, bfloat16, float16)]
         pub fused_add_tensor: Option<Tensor>,
     }
 
@@ -102,22 +112,57 @@ pub mod kernel {
     #[nki_object]
     pub struct MLPQuantizationParameters {
         /// `NONE`, `STATIC`, `ROW` or `MX`.
+        #[default(QuantizationType::NONE)]
         pub quantization_type: QuantizationType,
         /// Dequantization scales of the gate weights (`MX`: `uint8` block
         /// scales `[16, H/512, I]`, one per 32 packed values).
+        #[dtypes(float32, uint8)]
+        #[default(None)]
         pub gate_w_scale: Option<Tensor>,
         /// Dequantization scales of the up weights.
+        #[dtypes(float32, uint8)]
+        #[default(None)]
         pub up_w_scale: Option<Tensor>,
         /// Dequantization scales of the down weights.
+        #[dtypes(float32, uint8)]
+        #[default(None)]
         pub down_w_scale: Option<Tensor>,
         /// `STATIC`: the dequantization scale of the fp8 hidden rows.
+        #[default(None)]
         pub gate_up_in_scale: Option<Tensor>,
         /// `STATIC`: the scale the gated product is quantized with (divided
         /// by) and dequantized with.
+        #[default(None)]
         pub down_in_scale: Option<Tensor>,
         /// `ROW`: the gated product is clipped to `[-bound, bound]` before its
         /// rows are quantized (no clipping when not positive).
+        #[default(0.0)]
         pub clipping_bound: f64,
+    }
+
+    /// The decode path's layout options (the library's `use_tkg_*` flags).
+    #[nki_object]
+    pub struct MlpTkgOptions {
+        /// Split the gate/up projections' columns over the programs.
+        #[default(true)]
+        pub use_tkg_gate_up_proj_column_tiling: bool,
+        /// Split the down projection's columns over the programs.
+        #[default(true)]
+        pub use_tkg_down_proj_column_tiling: bool,
+        /// The down weights in the optimized layout.
+        #[default(false)]
+        pub use_tkg_down_proj_optimized_layout: bool,
+    }
+
+    /// Where the output goes and in what dtype.
+    #[nki_object]
+    pub struct MlpOutputOptions {
+        /// The output's dtype (the hidden rows' when `None`).
+        #[default(None)]
+        pub output_dtype: Option<Dtype>,
+        /// Leave the output in SBUF (refused: the output is an HBM tensor).
+        #[default(false)]
+        pub store_output_in_sbuf: bool,
     }
 
     /// An `mlp` call as both paths run it (the library's `MLPParameters`):

@@ -83,7 +83,7 @@ pub use kernel::*;
 /// The decode path.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors};
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors, MlpTkgOptions};
     use crate::mlp::mlp_tkg::mlp_tkg_constants::{projection_weights, tkg_dims};
     use crate::mlp::mlp_tkg::mlp_tkg_down_projection::process_down_projection;
     use crate::mlp::mlp_tkg::mlp_tkg_gate_up_projection::process_gate_up_projection;
@@ -96,7 +96,9 @@ pub mod kernel {
     /// the module docs in order, each projection in the arrangement its
     /// column-tiling flag names.
     #[nki_helper]
-    pub fn mlp_tkg(p: MLPParameters, gate_up_column_tiling: bool, down_column_tiling: bool, optimized_layout: bool) {
+    pub fn mlp_tkg(p: MLPParameters, tkg: MlpTkgOptions) {
+        let (gate_up_column_tiling, down_column_tiling) = (tkg.use_tkg_gate_up_proj_column_tiling, tkg.use_tkg_down_proj_column_tiling);
+        let optimized_layout = tkg.use_tkg_down_proj_optimized_layout;
         let (hidden, w, quant) = (p.hidden, p.w, p.quant);
         let [t, h] = hidden.shape();
         let i = w.down_proj_weights_tensor.shape()[0];
