@@ -87,6 +87,48 @@ class ClampLimits(nl.NKIObject):
 
 
 @dataclass
+class BwmmBwdInputs(nl.NKIObject):
+    """The tensors the backward pass reads, in the kernel signature's order."""
+
+    hidden_states: object
+    "Token rows `[T, H]`."
+    expert_affinities_masked: object
+    "Affinities `[T·E, 1]`."
+    gate_up_proj_weight: object
+    "Fused gate/up weights `[E, H, 2, I]`."
+    down_proj_weight: object
+    "Down weights `[E, I, H]`."
+    gate_up_proj_act_checkpoint_T: object
+    "The forward pass's gate/up outputs, transposed `[N, 2, I, B]`."
+    down_proj_act_checkpoint: object
+    "The forward pass's down outputs `[N, B, H]`."
+    token_position_to_id: object
+    "Each block's token ids `[N·B]`."
+    block_to_expert: object
+    "Each block's expert `[N, 1]`."
+    output_hidden_states_grad: object
+    "The output's gradient `[T, H]`."
+
+
+@dataclass
+class BwdGradients(nl.NKIObject):
+    """The gradients the pass writes (the kernel's outputs)."""
+
+    hidden_states_grad: object
+    "`[T, H]`."
+    expert_affinities_masked_grad: object
+    "`[T·E, 1]`."
+    gate_up_proj_weight_grad: object
+    "`[E, H, 2, I]`."
+    down_proj_weight_grad: object
+    "`[E, I, H]`."
+    gate_and_up_proj_bias_grad: object
+    "`[E, 2, I]` (with `bias`)."
+    down_proj_bias_grad: object
+    "`[E, H]` (with `bias`)."
+
+
+@dataclass
 class MOEBwdParameters(nl.NKIObject):
     """The tensors and options of a call (the library's `MOEBwdParameters`)."""
 
@@ -188,6 +230,22 @@ class BwdOptions(nl.NKIObject):
     "`kernel_type_option`."
     block_tile_size: bool
     "Whether `block_tile_size` is given."
+
+
+def allocate_gradient_outputs(inputs, bias, compute_dtype):
+    """The gradient outputs, each shaped and typed as the input it is the
+    gradient of; the bias gradients (with `bias`) in `compute_dtype`.
+    """
+    hs, aff = (inputs.hidden_states, inputs.expert_affinities_masked)
+    gup, down = (inputs.gate_up_proj_weight, inputs.down_proj_weight)
+    t, h = (hs.shape[0], hs.shape[1])
+    e, i_tp = (down.shape[0], down.shape[1])
+    gate_and_up_proj_bias_grad = None
+    down_proj_bias_grad = None
+    if bias:
+        gate_and_up_proj_bias_grad = nl.ndarray(shape=(e, GUP_PROJ_DIM, i_tp), dtype=compute_dtype, buffer=nl.shared_hbm)
+        down_proj_bias_grad = nl.ndarray(shape=(e, h), dtype=compute_dtype, buffer=nl.shared_hbm)
+    return BwdGradients(hidden_states_grad=nl.ndarray(shape=(t, h), dtype=hs.dtype, buffer=nl.shared_hbm), expert_affinities_masked_grad=nl.ndarray(shape=(aff.shape[0], 1), dtype=aff.dtype, buffer=nl.shared_hbm), gate_up_proj_weight_grad=nl.ndarray(shape=(e, h, GUP_PROJ_DIM, i_tp), dtype=gup.dtype, buffer=nl.shared_hbm), down_proj_weight_grad=nl.ndarray(shape=(e, i_tp, h), dtype=down.dtype, buffer=nl.shared_hbm), gate_and_up_proj_bias_grad=gate_and_up_proj_bias_grad, down_proj_bias_grad=down_proj_bias_grad)
 
 
 def validate_bwmm_bwd(p, programs, options):
@@ -594,6 +652,7 @@ def blockwise_mm_bwd(hidden_states, expert_affinities_masked, gate_up_proj_weigh
     gradients `[E, 2, I]` and `[E, H]` in the compute dtype.
     """
     check_contract("blockwise_mm_bwd", enums=(("shard_option", shard_option, ShardOption, "ShardOption member (AUTO, SHARD_ON_HIDDEN, SHARD_ON_INTERMEDIATE, BASELINE_LNC1)", False), ("affinity_option", affinity_option, AffinityOption, "AffinityOption member (AFFINITY_ON_H, AFFINITY_ON_I)", False), ("kernel_type_option", kernel_type_option, KernelTypeOption, "KernelTypeOption member (DROPPING, DROPLESS)", False), ("activation_type", activation_type, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False)), dtypes=(("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_act_checkpoint_T", gate_up_proj_act_checkpoint_T, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_act_checkpoint", down_proj_act_checkpoint, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("output_hidden_states_grad", output_hidden_states_grad, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False)))
+    inputs = BwmmBwdInputs(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, down_proj_weight=down_proj_weight, gate_up_proj_act_checkpoint_T=gate_up_proj_act_checkpoint_T, down_proj_act_checkpoint=down_proj_act_checkpoint, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert, output_hidden_states_grad=output_hidden_states_grad)
     skip = SkipMode(skip_token=False, skip_weight=False)
     if skip_dma is not None:
         m = skip_dma
@@ -602,18 +661,10 @@ def blockwise_mm_bwd(hidden_states, expert_affinities_masked, gate_up_proj_weigh
     if clamp_limits is not None:
         c = clamp_limits
         clamps = c
-    t, h = (hidden_states.shape[0], hidden_states.shape[1])
-    e, i_tp = (down_proj_weight.shape[0], down_proj_weight.shape[1])
-    hidden_states_grad = nl.ndarray(shape=(t, h), dtype=hidden_states.dtype, buffer=nl.shared_hbm)
-    affinity_rows = expert_affinities_masked.shape[0]
-    expert_affinities_masked_grad = nl.ndarray(shape=(affinity_rows, 1), dtype=expert_affinities_masked.dtype, buffer=nl.shared_hbm)
-    gate_up_proj_weight_grad = nl.ndarray(shape=(e, h, GUP_PROJ_DIM, i_tp), dtype=gate_up_proj_weight.dtype, buffer=nl.shared_hbm)
-    down_proj_weight_grad = nl.ndarray(shape=(e, i_tp, h), dtype=down_proj_weight.dtype, buffer=nl.shared_hbm)
-    gate_and_up_proj_bias_grad = None
-    down_proj_bias_grad = None
-    if bias:
-        gate_and_up_proj_bias_grad = nl.ndarray(shape=(e, GUP_PROJ_DIM, i_tp), dtype=compute_dtype, buffer=nl.shared_hbm)
-        down_proj_bias_grad = nl.ndarray(shape=(e, h), dtype=compute_dtype, buffer=nl.shared_hbm)
+    g = allocate_gradient_outputs(inputs, bias, compute_dtype)
+    hidden_states_grad, expert_affinities_masked_grad = (g.hidden_states_grad, g.expert_affinities_masked_grad)
+    gate_up_proj_weight_grad, down_proj_weight_grad = (g.gate_up_proj_weight_grad, g.down_proj_weight_grad)
+    gate_and_up_proj_bias_grad, down_proj_bias_grad = (g.gate_and_up_proj_bias_grad, g.down_proj_bias_grad)
     p = MOEBwdParameters(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, gate_up_proj_act_checkpoint_T=gate_up_proj_act_checkpoint_T, down_proj_weight=down_proj_weight, down_proj_act_checkpoint=down_proj_act_checkpoint, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert, output_hidden_states_grad=output_hidden_states_grad, hidden_states_grad=hidden_states_grad, expert_affinities_masked_grad=expert_affinities_masked_grad, gate_up_proj_weight_grad=gate_up_proj_weight_grad, down_proj_weight_grad=down_proj_weight_grad, gate_and_up_proj_bias_grad=gate_and_up_proj_bias_grad, down_proj_bias_grad=down_proj_bias_grad, block_size=block_size, skip_dma=skip, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, clamp_limits=clamps, activation_type=activation_type)
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1

@@ -74,8 +74,58 @@ class QkvTkgConfig(nl.NKIObject):
     "Array tiles of the remainder H block."
 
 
-def validate_quantization(hidden_dtype, qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, d_head, n_q_heads, n_kv_heads):
+@dataclass
+class QkvTkgFusedAdd(nl.NKIObject):
+    """The fused residual add before the norm: `hidden + attn_prev + mlp_prev`."""
+
+    fused_add: bool = False
+    "Whether the residuals are added (and the sum returned)."
+    mlp_prev: object = None
+    "The MLP's previous output, like `hidden`."
+    attn_prev: object = None
+    "The attention's previous output, like `hidden`."
+
+
+@dataclass
+class QkvTkgHeads(nl.NKIObject):
+    """The heads of the projection's columns (needed by `NBSd` and `STATIC`)."""
+
+    d_head: int = None
+    "The head dim."
+    num_kv_heads: int = None
+    "Key/value heads."
+    num_q_heads: int = None
+    "Query heads."
+
+
+@dataclass
+class QkvTkgQuantization(nl.NKIObject):
+    """The weights' quantization and its scales."""
+
+    quantization_type: QuantizationType = QuantizationType.NONE
+    "`NONE`, `STATIC`, `ROW` or `MX`."
+    is_h_dim_4h_transposed: bool = False
+    "`MX`: `hidden`'s `H` dim pre-shuffled (the MX form requires it)."
+    qkv_w_scale: object = None
+    "The weights' dequantization scale (`MX`: `uint8` block scales)."
+    qkv_in_scale: object = None
+    "`STATIC`: the input's dequantization scale."
+
+
+@dataclass
+class QkvTkgBiases(nl.NKIObject):
+    """The projection's and the LayerNorm's biases."""
+
+    qkv_bias: object = None
+    "`[1, I]`, added to the projection."
+    norm_bias: object = None
+    "`[1, H]`, the LayerNorm's beta."
+
+
+def validate_quantization(hidden_dtype, qkv_w, quant, d_head, n_q_heads, n_kv_heads):
     """The quantization inputs the library requires, by parameter name."""
+    quantization_type = quant.quantization_type
+    qkv_w_scale, qkv_in_scale = (quant.qkv_w_scale, quant.qkv_in_scale)
     i = qkv_w.shape[1]
     is_static = quantization_type == QuantizationType.STATIC
     is_row = quantization_type == QuantizationType.ROW
@@ -99,8 +149,9 @@ def validate_quantization(hidden_dtype, qkv_w, quantization_type, qkv_w_scale, q
             assert ins.ndim == 2 and (r == 1 or r == P_MAX) and ins.shape[1] == 1, f"qkv_tkg: qkv_in_scale must be [1, 1] or [128, 1], got {ins.shape}"
 
 
-def validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, d_head, hidden_actual):
+def validate_qkv_tkg(hidden, qkv_w, residual, norm_type, norm_w, biases, output_layout, d_head, hidden_actual):
     """The library's checks, by parameter name, when the kernel is traced."""
+    norm_bias, qkv_bias = (biases.norm_bias, biases.qkv_bias)
     assert hidden.ndim == 3, f"qkv_tkg: hidden must be [B, S, H] in HBM, got {hidden.ndim} dims"
     b, s, h = hidden.shape
     w_shape = qkv_w.shape
@@ -117,7 +168,8 @@ def validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, n
     assert norm_type != NormType.RMS_NORM_SKIP_GAMMA, "qkv_tkg: norm_type RMS_NORM_SKIP_GAMMA is not supported"
     assert norm_type == NormType.LAYER_NORM or norm_bias is None, "qkv_tkg: norm_bias is only used with norm_type=LAYER_NORM"
     assert norm_type == NormType.NO_NORM or norm_w is not None, "qkv_tkg: norm_w must be given for RMS_NORM and LAYER_NORM"
-    assert not fused_add or (mlp_prev is not None and attn_prev is not None), "qkv_tkg: fused_add needs mlp_prev and attn_prev"
+    given = residual.mlp_prev is not None and residual.attn_prev is not None
+    assert not residual.fused_add or given, "qkv_tkg: fused_add needs mlp_prev and attn_prev"
     if qkv_bias is not None:
         bias = qkv_bias
         bs = bias.shape
@@ -392,6 +444,9 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
     residual sum `hidden + attn_prev + mlp_prev` `[B, S, H]`.
     """
     check_contract("qkv_tkg", enums=(("output_layout", output_layout, QKVOutputLayout, "QKVOutputLayout member (BSD, NBSd, NBdS)", False), ("norm_type", norm_type, NormType, "NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)", False), ("quantization_type", quantization_type, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False)), dtypes=(("hidden", hidden, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("qkv_w", qkv_w, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4", False), ("norm_w", norm_w, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("mlp_prev", mlp_prev, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("attn_prev", attn_prev, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("qkv_w_scale", qkv_w_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("qkv_in_scale", qkv_in_scale, (nl.float32,), "float32", True), ("qkv_bias", qkv_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("norm_bias", norm_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True)))
+    residual = QkvTkgFusedAdd(fused_add=fused_add, mlp_prev=mlp_prev, attn_prev=attn_prev)
+    quant = QkvTkgQuantization(quantization_type=quantization_type, is_h_dim_4h_transposed=is_h_dim_4h_transposed, qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale)
+    biases = QkvTkgBiases(qkv_bias=qkv_bias, norm_bias=norm_bias)
     assert not output_in_sbuf, "qkv_tkg: output_in_sbuf is not supported (the output is stored to HBM)"
     dh, nq, nkv = (d_head if d_head is not None else 0, num_q_heads if num_q_heads is not None else 0, num_kv_heads if num_kv_heads is not None else 0)
     h = hidden.shape[2]
@@ -408,8 +463,8 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
             assert bias.ndim == 2 and bs[0] == 1 and bs[1] == i, f"qkv_tkg: qkv_bias must be [1, I] = [1, {i}], got {bs}"
         ws = qkv_w_scale if qkv_w_scale is not None else qkv_w
         return qkv_tkg_mx_impl(hidden, qkv_w, ws, norm_w, norm_type, eps, qkv_bias, ha)
-    validate_quantization(hidden.dtype, qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, dh, nq, nkv)
-    validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha)
+    validate_quantization(hidden.dtype, qkv_w, quant, dh, nq, nkv)
+    validate_qkv_tkg(hidden, qkv_w, residual, norm_type, norm_w, biases, output_layout, dh, ha)
     cfg = qkv_tkg_config(hidden, qkv_w, dh, nq, nkv, quantization_type)
     x = fused_residual_add_hbm2hbm(cfg, hidden, attn_prev if attn_prev is not None else hidden, mlp_prev if mlp_prev is not None else hidden) if fused_add else hidden.reshape(shape=(cfg.dims.bxs, h))
     hidden_sb = fused_norm_and_load(cfg, x.reshape(shape=(cfg.dims.bxs, h)), norm_type, norm_w, norm_bias, eps, ha)

@@ -657,17 +657,15 @@ pub mod kernel {
     pub fn validate_qkv_tkg(
         hidden: Hbm,
         qkv_w: Hbm,
-        fused_add: bool,
-        mlp_prev: Option<Hbm>,
-        attn_prev: Option<Hbm>,
+        residual: QkvTkgFusedAdd,
         norm_type: NormType,
         norm_w: Option<Hbm>,
-        norm_bias: Option<Hbm>,
-        qkv_bias: Option<Hbm>,
+        biases: QkvTkgBiases,
         output_layout: QKVOutputLayout,
         d_head: i64,
         hidden_actual: i64,
     ) {
+        let (norm_bias, qkv_bias) = (biases.norm_bias, biases.qkv_bias);
         assert!(hidden.ndim() == 3, "qkv_tkg: hidden must be [B, S, H] in HBM, got {} dims", hidden.ndim());
         let [b, s, h] = hidden.shape();
         let w_shape = qkv_w.shape();
@@ -688,25 +686,81 @@ pub mod kernel {
         assert!(norm_type != NormType::RMS_NORM_SKIP_GAMMA, "qkv_tkg: norm_type RMS_NORM_SKIP_GAMMA is not supported");
         assert!(norm_type == NormType::LAYER_NORM || norm_bias.is_none(), "qkv_tkg: norm_bias is only used with norm_type=LAYER_NORM");
         assert!(norm_type == NormType::NO_NORM || norm_w.is_some(), "qkv_tkg: norm_w must be given for RMS_NORM and LAYER_NORM");
-        assert!(!fused_add || (mlp_prev.is_some() && attn_prev.is_some()), "qkv_tkg: fused_add needs mlp_prev and attn_prev");
+        let given = residual.mlp_prev.is_some() && residual.attn_prev.is_some();
+        assert!(!residual.fused_add || given, "qkv_tkg: fused_add needs mlp_prev and attn_prev");
         if let Some(bias) = qkv_bias {
             let bs = bias.shape();
             assert!(bias.ndim() == 2 && bs[0] == 1 && bs[1] == i, "qkv_tkg: qkv_bias must be [1, I] = [1, {i}], got {bs}");
         }
     }
 
+    /// The fused residual add before the norm: `hidden + attn_prev + mlp_prev`.
+    #[nki_object]
+    pub struct QkvTkgFusedAdd {
+        /// Whether the residuals are added (and the sum returned).
+        #[default(false)]
+        pub fused_add: bool,
+        /// The MLP's previous output, like `hidden`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub mlp_prev: Option<Hbm>,
+        /// The attention's previous output, like `hidden`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub attn_prev: Option<Hbm>,
+    }
+
+    /// The heads of the projection's columns (needed by `NBSd` and `STATIC`).
+    #[nki_object]
+    pub struct QkvTkgHeads {
+        /// The head dim.
+        #[default(None)]
+        pub d_head: Option<i64>,
+        /// Key/value heads.
+        #[default(None)]
+        pub num_kv_heads: Option<i64>,
+        /// Query heads.
+        #[default(None)]
+        pub num_q_heads: Option<i64>,
+    }
+
+    /// The weights' quantization and its scales.
+    #[nki_object]
+    pub struct QkvTkgQuantization {
+        /// `NONE`, `STATIC`, `ROW` or `MX`.
+        #[default(QuantizationType::NONE)]
+        pub quantization_type: QuantizationType,
+        /// `MX`: `hidden`'s `H` dim pre-shuffled (the MX form requires it).
+        #[default(false)]
+        pub is_h_dim_4h_transposed: bool,
+        /// The weights' dequantization scale (`MX`: `uint8` block scales).
+        #[dtypes(float32, uint8)]
+        #[default(None)]
+        pub qkv_w_scale: Option<Hbm>,
+        /// `STATIC`: the input's dequantization scale.
+        #[dtypes(float32)]
+        #[default(None)]
+        pub qkv_in_scale: Option<Hbm>,
+    }
+
+    /// The projection's and the LayerNorm's biases.
+    #[nki_object]
+    pub struct QkvTkgBiases {
+        /// `[1, I]`, added to the projection.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub qkv_bias: Option<Hbm>,
+        /// `[1, H]`, the LayerNorm's beta.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub norm_bias: Option<Hbm>,
+    }
+
     /// The quantization inputs the library requires, by parameter name.
     #[nki_helper]
-    pub fn validate_quantization(
-        hidden_dtype: Dtype,
-        qkv_w: Hbm,
-        quantization_type: QuantizationType,
-        qkv_w_scale: Option<Hbm>,
-        qkv_in_scale: Option<Hbm>,
-        d_head: i64,
-        n_q_heads: i64,
-        n_kv_heads: i64,
-    ) {
+    pub fn validate_quantization(hidden_dtype: Dtype, qkv_w: Hbm, quant: QkvTkgQuantization, d_head: i64, n_q_heads: i64, n_kv_heads: i64) {
+        let quantization_type = quant.quantization_type;
+        let (qkv_w_scale, qkv_in_scale) = (quant.qkv_w_scale, quant.qkv_in_scale);
         let i = qkv_w.shape()[1];
         let is_static = quantization_type == QuantizationType::STATIC;
         let is_row = quantization_type == QuantizationType::ROW;
@@ -761,22 +815,14 @@ pub mod kernel {
         #[dtypes(float32, bfloat16, float16)] hidden: Hbm,
         #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn_x4)] qkv_w: Hbm,
         #[dtypes(float32, bfloat16, float16)] norm_w: Option<Hbm>,
-        #[default(false)] fused_add: bool,
-        #[dtypes(float32, bfloat16, float16)] mlp_prev: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] attn_prev: Option<Hbm>,
-        d_head: Option<i64>,
-        num_kv_heads: Option<i64>,
-        num_q_heads: Option<i64>,
+        #[spread] residual: QkvTkgFusedAdd,
+        #[spread] _: QkvTkgHeads,
         #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
         #[default(1e-6)] eps: f64,
         #[default(NormType::RMS_NORM)] norm_type: NormType,
-        #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
-        #[default(false)] is_h_dim_4h_transposed: bool,
-        #[dtypes(float32, uint8)] qkv_w_scale: Option<Hbm>,
-        #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
+        #[spread] quant: QkvTkgQuantization,
         #[default(false)] output_in_sbuf: bool,
-        #[dtypes(float32, bfloat16, float16)] qkv_bias: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] norm_bias: Option<Hbm>,
+        #[spread] biases: QkvTkgBiases,
         hidden_actual: Option<i64>,
     ) -> Outputs {
         assert!(!output_in_sbuf, "qkv_tkg: output_in_sbuf is not supported (the output is stored to HBM)");
@@ -797,8 +843,8 @@ pub mod kernel {
             let ws = qkv_w_scale.unwrap_or(qkv_w);
             return Outputs(qkv_tkg_mx_impl(hidden, qkv_w, ws, norm_w, norm_type, eps, qkv_bias, ha));
         }
-        validate_quantization(hidden.dtype(), qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, dh, nq, nkv);
-        validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha);
+        validate_quantization(hidden.dtype(), qkv_w, quant, dh, nq, nkv);
+        validate_qkv_tkg(hidden, qkv_w, residual, norm_type, norm_w, biases, output_layout, dh, ha);
         let cfg = qkv_tkg_config(hidden, qkv_w, dh, nq, nkv, quantization_type);
         let x: Hbm = if fused_add {
             fused_residual_add_hbm2hbm(cfg, hidden, attn_prev.unwrap_or(hidden), mlp_prev.unwrap_or(hidden))

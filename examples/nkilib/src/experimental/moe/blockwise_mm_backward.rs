@@ -120,6 +120,79 @@ pub mod kernel {
         pub non_linear_clamp_lower_limit: Option<f64>,
     }
 
+    /// The tensors the backward pass reads, in the kernel signature's order.
+    #[nki_object]
+    pub struct BwmmBwdInputs {
+        /// Token rows `[T, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub hidden_states: Hbm,
+        /// Affinities `[T·E, 1]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub expert_affinities_masked: Hbm,
+        /// Fused gate/up weights `[E, H, 2, I]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub gate_up_proj_weight: Hbm,
+        /// Down weights `[E, I, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub down_proj_weight: Hbm,
+        /// The forward pass's gate/up outputs, transposed `[N, 2, I, B]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub gate_up_proj_act_checkpoint_T: Hbm,
+        /// The forward pass's down outputs `[N, B, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub down_proj_act_checkpoint: Hbm,
+        /// Each block's token ids `[N·B]`.
+        #[dtypes(int32)]
+        pub token_position_to_id: Hbm,
+        /// Each block's expert `[N, 1]`.
+        #[dtypes(int32)]
+        pub block_to_expert: Hbm,
+        /// The output's gradient `[T, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub output_hidden_states_grad: Hbm,
+    }
+
+    /// The gradients the pass writes (the kernel's outputs).
+    #[nki_object]
+    pub struct BwdGradients {
+        /// `[T, H]`.
+        pub hidden_states_grad: Hbm,
+        /// `[T·E, 1]`.
+        pub expert_affinities_masked_grad: Hbm,
+        /// `[E, H, 2, I]`.
+        pub gate_up_proj_weight_grad: Hbm,
+        /// `[E, I, H]`.
+        pub down_proj_weight_grad: Hbm,
+        /// `[E, 2, I]` (with `bias`).
+        pub gate_and_up_proj_bias_grad: Option<Hbm>,
+        /// `[E, H]` (with `bias`).
+        pub down_proj_bias_grad: Option<Hbm>,
+    }
+
+    /// The gradient outputs, each shaped and typed as the input it is the
+    /// gradient of; the bias gradients (with `bias`) in `compute_dtype`.
+    #[nki_helper]
+    pub fn allocate_gradient_outputs(inputs: BwmmBwdInputs, bias: bool, compute_dtype: Dtype) -> BwdGradients {
+        let (hs, aff) = (inputs.hidden_states, inputs.expert_affinities_masked);
+        let (gup, down) = (inputs.gate_up_proj_weight, inputs.down_proj_weight);
+        let (t, h) = (hs.shape()[0], hs.shape()[1]);
+        let (e, i_tp) = (down.shape()[0], down.shape()[1]);
+        let mut gate_and_up_proj_bias_grad: Option<Hbm> = None;
+        let mut down_proj_bias_grad: Option<Hbm> = None;
+        if bias {
+            gate_and_up_proj_bias_grad = Some(nl::ndarray([e, GUP_PROJ_DIM, i_tp], compute_dtype, buffer = nl::shared_hbm));
+            down_proj_bias_grad = Some(nl::ndarray([e, h], compute_dtype, buffer = nl::shared_hbm));
+        }
+        BwdGradients {
+            hidden_states_grad: nl::ndarray([t, h], hs.dtype(), buffer = nl::shared_hbm),
+            expert_affinities_masked_grad: nl::ndarray([aff.shape()[0], 1], aff.dtype(), buffer = nl::shared_hbm),
+            gate_up_proj_weight_grad: nl::ndarray([e, h, GUP_PROJ_DIM, i_tp], gup.dtype(), buffer = nl::shared_hbm),
+            down_proj_weight_grad: nl::ndarray([e, i_tp, h], down.dtype(), buffer = nl::shared_hbm),
+            gate_and_up_proj_bias_grad,
+            down_proj_bias_grad,
+        }
+    }
+
     /// The tensors and options of a call (the library's `MOEBwdParameters`).
     #[nki_object]
     pub struct MOEBwdParameters {
@@ -735,15 +808,7 @@ pub mod kernel {
     /// gradients `[E, 2, I]` and `[E, H]` in the compute dtype.
     #[nki_kernel]
     pub fn blockwise_mm_bwd(
-        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
-        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
-        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_up_proj_act_checkpoint_T: Hbm,
-        #[dtypes(float32, bfloat16, float16)] down_proj_act_checkpoint: Hbm,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
-        #[dtypes(float32, bfloat16, float16)] output_hidden_states_grad: Hbm,
+        #[spread] inputs: BwmmBwdInputs,
         block_size: i64,
         skip_dma: Option<SkipMode>,
         #[default(nl::bfloat16)] compute_dtype: Dtype,
@@ -769,19 +834,10 @@ pub mod kernel {
         if let Some(c) = clamp_limits {
             clamps = c;
         }
-        let (t, h) = (hidden_states.shape()[0], hidden_states.shape()[1]);
-        let (e, i_tp) = (down_proj_weight.shape()[0], down_proj_weight.shape()[1]);
-        let hidden_states_grad = nl::ndarray([t, h], hidden_states.dtype(), buffer = nl::shared_hbm);
-        let affinity_rows = expert_affinities_masked.shape()[0];
-        let expert_affinities_masked_grad = nl::ndarray([affinity_rows, 1], expert_affinities_masked.dtype(), buffer = nl::shared_hbm);
-        let gate_up_proj_weight_grad = nl::ndarray([e, h, GUP_PROJ_DIM, i_tp], gate_up_proj_weight.dtype(), buffer = nl::shared_hbm);
-        let down_proj_weight_grad = nl::ndarray([e, i_tp, h], down_proj_weight.dtype(), buffer = nl::shared_hbm);
-        let mut gate_and_up_proj_bias_grad: Option<Hbm> = None;
-        let mut down_proj_bias_grad: Option<Hbm> = None;
-        if bias {
-            gate_and_up_proj_bias_grad = Some(nl::ndarray([e, GUP_PROJ_DIM, i_tp], compute_dtype, buffer = nl::shared_hbm));
-            down_proj_bias_grad = Some(nl::ndarray([e, h], compute_dtype, buffer = nl::shared_hbm));
-        }
+        let g = allocate_gradient_outputs(inputs, bias, compute_dtype);
+        let (hidden_states_grad, expert_affinities_masked_grad) = (g.hidden_states_grad, g.expert_affinities_masked_grad);
+        let (gate_up_proj_weight_grad, down_proj_weight_grad) = (g.gate_up_proj_weight_grad, g.down_proj_weight_grad);
+        let (gate_and_up_proj_bias_grad, down_proj_bias_grad) = (g.gate_and_up_proj_bias_grad, g.down_proj_bias_grad);
         let p = MOEBwdParameters {
             hidden_states,
             expert_affinities_masked,

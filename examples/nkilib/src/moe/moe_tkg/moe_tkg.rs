@@ -196,28 +196,91 @@ pub mod kernel {
         bs > 0 && t % bs == 0 && bs <= t / 2 && bs % multiple == 0
     }
 
+    /// The routed tokens and the experts' weights (the signature's leading
+    /// arguments).
+    #[nki_object]
+    pub struct MoeTkgInputs {
+        /// Hidden rows `[T, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub hidden_input: Hbm,
+        /// Fused gate/up weights `[E_L, H, 2, I]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)]
+        pub expert_gate_up_weights: Hbm,
+        /// Down weights `[E_L, I, H]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)]
+        pub expert_down_weights: Hbm,
+        /// Affinities `[T, E]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub expert_affinities: Hbm,
+        /// Top-k expert ids `[T, K]`.
+        #[dtypes(int32, uint32)]
+        pub expert_index: Hbm,
+    }
+
+    /// The rank and the experts' optional biases and weight scales.
+    #[nki_object]
+    pub struct MoeTkgExpertTensors {
+        /// `[1, 1]` rank whose local experts are `E_L · rank ..`.
+        #[dtypes(int32, uint32)]
+        #[default(None)]
+        pub rank_id: Option<Hbm>,
+        /// Gate/up bias `[E_L, 2, I]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub expert_gate_up_bias: Option<Hbm>,
+        /// Down bias `[E_L, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub expert_down_bias: Option<Hbm>,
+        /// Dequantization scales of the gate/up weights.
+        #[dtypes(float32, uint8)]
+        #[default(None)]
+        pub expert_gate_up_weights_scale: Option<Hbm>,
+        /// Dequantization scales of the down weights.
+        #[dtypes(float32, uint8)]
+        #[default(None)]
+        pub expert_down_weights_scale: Option<Hbm>,
+    }
+
+    /// The activations' quantization scales (the library's static and
+    /// pre-quantized inputs, refused here by name).
+    #[nki_object]
+    pub struct MoeTkgInputScales {
+        /// The scale of a `hidden_input` quantized upstream.
+        #[default(None)]
+        pub hidden_input_scale: Option<Hbm>,
+        /// Static quantization: the gate/up input's scale.
+        #[default(None)]
+        pub gate_up_input_scale: Option<Hbm>,
+        /// Static quantization: the down input's scale.
+        #[default(None)]
+        pub down_input_scale: Option<Hbm>,
+    }
+
+    /// How the affinities weigh the experts' outputs.
+    #[nki_object]
+    pub struct MoeTkgAffinityOptions {
+        /// All-expert: zero the affinity of a local expert a token did not select.
+        #[default(false)]
+        pub mask_unselected_experts: bool,
+        /// Affinities applied eagerly (refused with `is_all_expert`).
+        #[default(None)]
+        pub expert_affinities_eager: Option<Hbm>,
+        /// Whether each expert's output is multiplied by its affinity.
+        #[default(ExpertAffinityScaleMode::NO_SCALE)]
+        pub expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+    }
+
     /// The mixture-of-experts MLP of `hidden_input` `[T, H]` over the local
     /// experts' fused gate/up weights `[E_L, H, 2, I]` and down weights
     /// `[E_L, I, H]`; returns `[T, H]` (module docs).
     #[nki_kernel]
     pub fn moe_tkg(
-        #[dtypes(float32, bfloat16, float16)] hidden_input: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)] expert_gate_up_weights: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)] expert_down_weights: Hbm,
-        #[dtypes(float32, bfloat16, float16)] expert_affinities: Hbm,
-        #[dtypes(int32, uint32)] expert_index: Hbm,
+        #[spread] _: MoeTkgInputs,
         is_all_expert: bool,
-        #[dtypes(int32, uint32)] rank_id: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] expert_gate_up_bias: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] expert_down_bias: Option<Hbm>,
-        #[dtypes(float32, uint8)] expert_gate_up_weights_scale: Option<Hbm>,
-        #[dtypes(float32, uint8)] expert_down_weights_scale: Option<Hbm>,
-        hidden_input_scale: Option<Hbm>,
-        gate_up_input_scale: Option<Hbm>,
-        down_input_scale: Option<Hbm>,
-        #[default(false)] mask_unselected_experts: bool,
-        expert_affinities_eager: Option<Hbm>,
-        #[default(ExpertAffinityScaleMode::NO_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+        #[spread] _: MoeTkgExpertTensors,
+        #[spread] input_scales: MoeTkgInputScales,
+        #[spread] _: MoeTkgAffinityOptions,
         #[default(ActFnType::SiLU)] activation_fn: ActFnType,
         output_dtype: Option<Dtype>,
         #[spread] clamps: ClampLimits,
@@ -263,7 +326,7 @@ pub mod kernel {
         );
         assert!(!is_all_expert || !post || rank_id.is_some(), "moe_tkg: rank_id is required for all-expert mode with affinity scaling");
         assert!(
-            gate_up_input_scale.is_none() && down_input_scale.is_none(),
+            input_scales.gate_up_input_scale.is_none() && input_scales.down_input_scale.is_none(),
             "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported"
         );
         assert!(
