@@ -266,6 +266,143 @@ pub mod kernel {
         output
     }
 
+    /// The block's input and the weights every call needs.
+    #[nki_object]
+    pub struct MoeBlockTensors {
+        /// Active input `[B, S, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub inp: Hbm,
+        /// The RMSNorm's gamma `[1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub gamma: Hbm,
+        /// Router weights `[H, E]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub router_weights: Hbm,
+        /// Fused gate/up weights `[E, H, 2, I]` (or their MX form).
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)]
+        pub expert_gate_up_weights: Hbm,
+        /// Down weights `[E, I, H]` (or their MX form).
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)]
+        pub expert_down_weights: Hbm,
+    }
+
+    /// A shared expert's weights (the library's placeholder: refused when given).
+    #[nki_object]
+    pub struct SharedExpertWeights {
+        /// Gate weights `[H, I]`.
+        #[default(None)]
+        pub shared_expert_gate_w: Option<Hbm>,
+        /// Up weights `[H, I]`.
+        #[default(None)]
+        pub shared_expert_up_w: Option<Hbm>,
+        /// Down weights `[I, H]`.
+        #[default(None)]
+        pub shared_expert_down_w: Option<Hbm>,
+    }
+
+    /// The experts' MX weight scales (required with MX weights).
+    #[nki_object]
+    pub struct ExpertWeightScales {
+        /// The gate/up weights' block scales.
+        #[dtypes(float32, uint8)]
+        #[default(None)]
+        pub expert_gate_up_weights_scale: Option<Hbm>,
+        /// The down weights' block scales.
+        #[dtypes(float32, uint8)]
+        #[default(None)]
+        pub expert_down_weights_scale: Option<Hbm>,
+    }
+
+    /// The router's and the experts' biases.
+    #[nki_object]
+    pub struct MoeBlockBiases {
+        /// Router bias `[1, E]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub router_bias: Option<Hbm>,
+        /// Gate/up bias `[E, 2, I]` (or its MX form).
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub expert_gate_up_bias: Option<Hbm>,
+        /// Down bias `[E, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub expert_down_bias: Option<Hbm>,
+    }
+
+    /// A shared expert's biases (the library's placeholders, not read).
+    #[nki_object]
+    pub struct SharedExpertBiases {
+        /// Gate bias `[1, I]`.
+        #[default(None)]
+        pub shared_expert_gate_bias: Option<Hbm>,
+        /// Up bias `[1, I]`.
+        #[default(None)]
+        pub shared_expert_up_bias: Option<Hbm>,
+        /// Down bias `[1, H]`.
+        #[default(None)]
+        pub shared_expert_down_bias: Option<Hbm>,
+    }
+
+    /// How the router chooses the experts and how their affinities apply.
+    #[nki_object]
+    pub struct MoeBlockRouting {
+        /// Experts per token.
+        #[default(1)]
+        pub top_k: i64,
+        /// Softmax or sigmoid of the router logits.
+        #[default(RouterActFnType::SIGMOID)]
+        pub router_act_fn: RouterActFnType,
+        /// The activation before the top-k (else after it).
+        #[default(true)]
+        pub router_pre_norm: bool,
+        /// Normalise the top-k affinities.
+        #[default(false)]
+        pub norm_topk_prob: bool,
+        /// Whether each expert's output is multiplied by its affinity.
+        #[default(ExpertAffinityScaleMode::NO_SCALE)]
+        pub expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+    }
+
+    /// The experts' activation (its scale and bias the library's placeholders).
+    #[nki_object]
+    pub struct HiddenActivation {
+        /// The gate projection's activation.
+        #[default(ActFnType::SiLU)]
+        pub hidden_act_fn: ActFnType,
+        /// Placeholder: must be `None`.
+        #[default(None)]
+        pub hidden_act_scale_factor: Option<f64>,
+        /// Placeholder: must be `None`.
+        #[default(None)]
+        pub hidden_act_bias: Option<f64>,
+    }
+
+    /// The trailing options: the router's matmul dtype, the norm's width, the
+    /// outputs, the expert mode and the fused residual add.
+    #[nki_object]
+    pub struct MoeBlockOptions {
+        /// The router matmul's dtype (the rows cast when it differs from `inp`'s).
+        #[default(nl::bfloat16)]
+        pub router_mm_dtype: Dtype,
+        /// The RMSNorm's width when `H` is padded.
+        #[default(None)]
+        pub hidden_actual: Option<i64>,
+        /// Return no router logits.
+        #[default(false)]
+        pub skip_router_logits: bool,
+        /// All-expert mode (else selective-expert).
+        #[default(false)]
+        pub is_all_expert: bool,
+        /// `[1, 1]` rank (all-expert mode).
+        #[dtypes(int32, uint32)]
+        #[default(None)]
+        pub rank_id: Option<Hbm>,
+        /// `[B, S, H]` residual added first (MX all-expert mode).
+        #[default(None)]
+        pub residual: Option<Hbm>,
+    }
+
     /// The MoE block of `inp` `[B, S, H]`: RMSNorm with `gamma` `[1, H]`,
     /// the router `router_weights` `[H, E]` choosing `top_k` experts, the
     /// experts `[E_L, H, 2, I]` / `[E_L, I, H]` (or their MX forms); returns
@@ -274,45 +411,21 @@ pub mod kernel {
     /// is given (module docs).
     #[nki_kernel]
     pub fn moe_block_tkg(
-        #[dtypes(float32, bfloat16, float16)] inp: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gamma: Hbm,
-        #[dtypes(float32, bfloat16, float16)] router_weights: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)] expert_gate_up_weights: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)] expert_down_weights: Hbm,
-        shared_expert_gate_w: Option<Hbm>,
-        shared_expert_up_w: Option<Hbm>,
-        shared_expert_down_w: Option<Hbm>,
-        #[dtypes(float32, uint8)] expert_gate_up_weights_scale: Option<Hbm>,
-        #[dtypes(float32, uint8)] expert_down_weights_scale: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] router_bias: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] expert_gate_up_bias: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] expert_down_bias: Option<Hbm>,
-        shared_expert_gate_bias: Option<Hbm>,
-        shared_expert_up_bias: Option<Hbm>,
-        shared_expert_down_bias: Option<Hbm>,
+        #[spread] _: MoeBlockTensors,
+        #[spread] shared_w: SharedExpertWeights,
+        #[spread] _: ExpertWeightScales,
+        #[spread] _: MoeBlockBiases,
+        #[spread] _: SharedExpertBiases,
         #[default(1e-6)] eps: f64,
-        #[default(1)] top_k: i64,
-        #[default(RouterActFnType::SIGMOID)] router_act_fn: RouterActFnType,
-        #[default(true)] router_pre_norm: bool,
-        #[default(false)] norm_topk_prob: bool,
-        #[default(ExpertAffinityScaleMode::NO_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-        #[default(ActFnType::SiLU)] hidden_act_fn: ActFnType,
-        hidden_act_scale_factor: Option<f64>,
-        hidden_act_bias: Option<f64>,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
-        #[default(nl::bfloat16)] router_mm_dtype: Dtype,
-        hidden_actual: Option<i64>,
-        #[default(false)] skip_router_logits: bool,
-        #[default(false)] is_all_expert: bool,
-        #[dtypes(int32, uint32)] rank_id: Option<Hbm>,
-        residual: Option<Hbm>,
+        #[spread] _: MoeBlockRouting,
+        #[spread] _: HiddenActivation,
+        #[spread] clamps: ClampLimits,
+        #[spread] _: MoeBlockOptions,
     ) -> Outputs {
-        let _ = (shared_expert_up_w, shared_expert_down_w, shared_expert_gate_bias, shared_expert_up_bias, shared_expert_down_bias);
+        // The shared expert's biases are the library's placeholders, not read.
+        let _ = (shared_expert_gate_bias, shared_expert_up_bias, shared_expert_down_bias);
         let dims = parse_moe_block_config(inp, router_weights, top_k, hidden_actual);
-        let experts = ExpertConfig { is_all_expert, has_shared_expert: shared_expert_gate_w.is_some() };
+        let experts = ExpertConfig { is_all_expert, has_shared_expert: shared_w.shared_expert_gate_w.is_some() };
         let gu_dtype = expert_gate_up_weights.dtype();
         let quant = QuantizationConfig { is_moe_weight_mx: gu_dtype == nl::float4_e2m1fn_x4 || gu_dtype == nl::float8_e4m3fn_x4 };
         validate_moe_block_inputs(dims, quant, experts, rank_id.is_some(), residual.is_some(), router_mm_dtype);
@@ -346,7 +459,6 @@ pub mod kernel {
                 expert_gate_up_weights_scale,
                 expert_down_weights_scale,
             };
-            let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
             let act = MLPActivationParameters { activation_fn: hidden_act_fn, skip_gate_proj: false, clamps };
             let eopts =
                 MoeTkgOptions { expert_affinities_scaling_mode, mask_unselected_experts, quantization_type: QuantizationType::MX, act };
