@@ -60,6 +60,27 @@ pub mod grouped {
         out
     }
 
+    /// `x + y (+ bias)`, negated: a signature that puts `negate` inside the
+    /// bundle's fields spreads them in two runs.
+    #[nki_kernel]
+    pub fn split_add(#[spread(to = x)] _: AddInputs, negate: bool, #[spread(from = y)] _: AddInputs) -> Hbm {
+        let [p, f] = x.shape();
+        let (a, b) = (nl::ndarray([p, f], nl::float32), nl::ndarray([p, f], nl::float32));
+        nisa::dma_copy(a, x);
+        nisa::dma_copy(b, y);
+        nisa::tensor_tensor(a, a, b, nl::add);
+        if let Some(extra) = bias {
+            nisa::dma_copy(b, extra);
+            nisa::tensor_tensor(a, a, b, nl::add);
+        }
+        if negate {
+            nisa::tensor_scalar(a, a, nl::multiply, -1.0);
+        }
+        let out = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+        nisa::dma_copy(out, a);
+        out
+    }
+
     /// `outer(inner(x))`, each an affine map `factor·v + shift`: one bundle
     /// read twice, its parameters named apart by a prefix, the outer shift
     /// renamed outright.
@@ -80,7 +101,7 @@ pub mod grouped {
     }
 }
 
-use grouped::{scaled_add, two_affine};
+use grouped::{scaled_add, split_add, two_affine};
 
 #[test]
 fn the_fields_are_the_parameters_in_rust_the_registry_and_python() {
@@ -155,4 +176,20 @@ fn a_prefix_and_a_rename_name_the_fields_parameters() {
     let args = vec![Arg::Tensor(vec![p, f], xs.clone(), Dtype::F32), Arg::Float(3.0), Arg::Float(1.0), Arg::Float(-0.5), Arg::Float(0.25)];
     let np = common::run_numpy_ranks(&pkg, "two_affine", &[args], 1, "fp32").swap_remove(0);
     common::assert_close("numpy, all given", &np[0], &want, 0.0, 0.0);
+}
+
+#[test]
+fn a_bundle_spread_in_two_runs_keeps_the_signature_order() {
+    let names: Vec<&str> = split_add::INFO.params.iter().map(|p| p.name).collect();
+    assert_eq!(names, ["x", "negate", "y", "bias"]);
+    assert!(split_add::NKI_SOURCE.contains("def split_add(x, negate, y, bias=None):"), "{}", split_add::NKI_SOURCE);
+    assert!(!split_add::NKI_SOURCE.contains("AddInputs("), "a part builds no bundle");
+    let xs = [1.0, -2.0, 3.5, 0.25];
+    let ys = [0.5, 0.5, -1.0, 2.0];
+    let bs = [0.0, 1.0, 2.0, 3.0];
+    let (x, y, bias) =
+        (common::tensor(&[2, 2], &xs, Dtype::F32), common::tensor(&[2, 2], &ys, Dtype::F32), common::tensor(&[2, 2], &bs, Dtype::F32));
+    let want: Vec<f64> = (0..4).map(|i| -(xs[i] + ys[i] + bs[i])).collect();
+    let got = split_add::Call::new(&x, true, &y).bias(&bias).launch(&Launch::new()).unwrap().to_f32_vec();
+    common::assert_close("emulator", &got, &want, 0.0, 0.0);
 }

@@ -6,6 +6,9 @@
 //! `#[spread(field = param)]` names one field's parameter outright: the
 //! library's signatures read one bundle twice (`rmsnorm_QK_pre_rope_eps`,
 //! `rmsnorm_QK_post_rope_eps`) or name a field otherwise than its bundle does.
+//! `#[spread(from = a, to = b)] _: Bundle` declares the run of fields `a` to
+//! `b` only (bound to `_`): a signature that interrupts a bundle's fields
+//! with another parameter spreads it in two parts.
 //!
 //! Library kernels repeat long drop-in signatures (the MoE kernels share some
 //! twenty parameters); a group declares a run of them once. The rewrite is of
@@ -61,9 +64,10 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
         // a `macro_rules!` answer carries its hygiene, and the body could not
         // read a parameter named with it.
         let at = syn::spanned::Spanned::span(&pt.ty);
-        let fields: Vec<(&syn::Field, syn::Ident)> = bundle
-            .fields
+        let Some(run) = naming.run(bundle, diag) else { continue };
+        let fields: Vec<(&syn::Field, syn::Ident)> = run
             .iter()
+            .copied()
             .filter_map(|f| {
                 let field = f.ident.as_ref()?;
                 let Some(mut name) = naming.param(field) else {
@@ -74,8 +78,8 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
                 Some((f, name))
             })
             .collect();
-        for (field, _) in naming.renames.iter().filter(|(field, _)| !bundle.fields.iter().any(|f| f.ident.as_ref() == Some(field))) {
-            diag.error(Spn::of(field), format!("`{}` has no field `{field}` to name", bundle.ident));
+        for (field, _) in naming.renames.iter().filter(|(field, _)| !run.iter().any(|f| f.ident.as_ref() == Some(field))) {
+            diag.error(Spn::of(field), format!("`{}` has no field `{field}` in this group to name", bundle.ident));
         }
         for (f, name) in &fields {
             let (attrs, ty) = (&f.attrs, &f.ty);
@@ -86,8 +90,12 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
         }
         match &*pt.pat {
             // A field without its parameter was reported: no binding to cascade from.
-            _ if fields.len() < bundle.fields.len() => {}
+            _ if fields.len() < run.len() => {}
             syn::Pat::Wild(_) => {}
+            syn::Pat::Ident(id) if run.len() < bundle.fields.len() => diag.error(
+                Spn::of(id),
+                format!("a group of part of `{}`'s fields binds `_`: a bundle is not built from part of its fields", bundle.ident),
+            ),
             syn::Pat::Ident(id) if id.by_ref.is_none() && id.subpat.is_none() => {
                 let (binding, class) = (&id.ident, &bundle.ident);
                 let names = fields.iter().map(|(_, n)| n);
@@ -109,15 +117,44 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
     }
 }
 
-/// How a group names its fields' parameters: `prefix` before each field's
-/// name, or a name of its own for a renamed field.
+/// Which of a bundle's fields a group declares (`from`, `to`: a run of them,
+/// both ends included) and how it names their parameters: `prefix` before
+/// each field's name, or a name of its own for a renamed field.
 #[derive(Default)]
 struct Naming {
     prefix: String,
     renames: Vec<(syn::Ident, syn::Ident)>,
+    from: Option<syn::Ident>,
+    to: Option<syn::Ident>,
 }
 
 impl Naming {
+    /// The fields of `bundle` the group declares; `None` (reported) when an
+    /// end names no field or the run is empty.
+    fn run<'b>(&self, bundle: &'b syn::ItemStruct, diag: &mut Diagnostics) -> Option<Vec<&'b syn::Field>> {
+        let fields: Vec<&syn::Field> = bundle.fields.iter().collect();
+        if fields.is_empty() && self.from.is_none() && self.to.is_none() {
+            return Some(fields);
+        }
+        let mut position = |end: &Option<syn::Ident>, default: usize| match end {
+            None => Some(default),
+            Some(name) => {
+                let at = fields.iter().position(|f| f.ident.as_ref() == Some(name));
+                if at.is_none() {
+                    diag.error(Spn::of(name), format!("`{}` has no field `{name}`", bundle.ident));
+                }
+                at
+            }
+        };
+        let (first, last) = (position(&self.from, 0)?, position(&self.to, fields.len().saturating_sub(1))?);
+        if first > last {
+            let at = self.to.as_ref().map_or_else(|| Spn::of(&bundle.ident), Spn::of);
+            diag.error(at, format!("`{}`'s fields from `from` to `to` are none: `to` comes before `from`", bundle.ident));
+            return None;
+        }
+        fields.get(first..=last).map(<[_]>::to_vec)
+    }
+
     /// The parameter that stands for `field`; `None` when the prefix makes
     /// its name a keyword.
     fn param(&self, field: &syn::Ident) -> Option<syn::Ident> {
@@ -136,7 +173,7 @@ fn naming(attr: &syn::Attribute, diag: &mut Diagnostics) -> Naming {
     if matches!(attr.meta, syn::Meta::Path(_)) {
         return naming;
     }
-    const FORM: &str = "#[spread] takes `prefix = \"text\"` and `field = parameter` pairs";
+    const FORM: &str = "#[spread] takes `from = field`, `to = field`, `prefix = \"text\"` and `field = parameter` pairs";
     let pairs = match attr.parse_args_with(syn::punctuated::Punctuated::<syn::MetaNameValue, syn::Token![,]>::parse_terminated) {
         Ok(pairs) => pairs,
         Err(e) => {
@@ -147,6 +184,10 @@ fn naming(attr: &syn::Attribute, diag: &mut Diagnostics) -> Naming {
     for pair in pairs {
         let (key, value) = (pair.path.get_ident(), &pair.value);
         match (key, value) {
+            (Some(k), syn::Expr::Path(p)) if (k == "from" || k == "to") && p.path.get_ident().is_some() => {
+                let end = p.path.get_ident().cloned();
+                if k == "from" { naming.from = end } else { naming.to = end }
+            }
             (Some(k), syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. })) if k == "prefix" => {
                 let text = s.value();
                 if syn::parse_str::<syn::Ident>(&format!("{text}x")).is_err() {

@@ -39,40 +39,6 @@ MAX_MX_BIAS_EXPERTS = 128
 
 
 @dataclass
-class MoeTkgInputs(nl.NKIObject):
-    """The routed tokens and the experts' weights (the signature's leading
-    arguments).
-    """
-
-    hidden_input: object
-    "Hidden rows `[T, H]`."
-    expert_gate_up_weights: object
-    "Fused gate/up weights `[E_L, H, 2, I]`."
-    expert_down_weights: object
-    "Down weights `[E_L, I, H]`."
-    expert_affinities: object
-    "Affinities `[T, E]`."
-    expert_index: object
-    "Top-k expert ids `[T, K]`."
-
-
-@dataclass
-class MoeTkgExpertTensors(nl.NKIObject):
-    """The rank and the experts' optional biases and weight scales."""
-
-    rank_id: object = None
-    "`[1, 1]` rank whose local experts are `E_L · rank ..`."
-    expert_gate_up_bias: object = None
-    "Gate/up bias `[E_L, 2, I]`."
-    expert_down_bias: object = None
-    "Down bias `[E_L, H]`."
-    expert_gate_up_weights_scale: object = None
-    "Dequantization scales of the gate/up weights."
-    expert_down_weights_scale: object = None
-    "Dequantization scales of the down weights."
-
-
-@dataclass
 class MoeTkgInputScales(nl.NKIObject):
     """The activations' quantization scales (the library's static and
     pre-quantized inputs, refused here by name).

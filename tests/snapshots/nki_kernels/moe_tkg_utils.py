@@ -35,7 +35,9 @@ class MoeTkgOptions(nl.NKIObject):
 
 @dataclass
 class MoeTkgTensors(nl.NKIObject):
-    """The tensors of a `moe_tkg` call."""
+    """The tensors of a `moe_tkg` call, in its signature's order (which
+    spreads them in two parts, around `is_all_expert`).
+    """
 
     hidden_input: object
     "Hidden rows `[T, H]`."

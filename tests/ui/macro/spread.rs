@@ -33,6 +33,16 @@ pub mod k {
     #[nki_kernel]
     pub fn keyword(#[spread(prefix = "a")] s: Lone) {}
 
+    /// A run of fields: both ends name fields, in order; the part is bound to `_`.
+    #[nki_kernel]
+    pub fn no_such_end(#[spread(from = z)] _: Pair) {}
+
+    #[nki_kernel]
+    pub fn empty_run(#[spread(from = b, to = a)] _: Pair) {}
+
+    #[nki_kernel]
+    pub fn part_bound(#[spread(to = a)] p: Pair) {}
+
     /// One field, which the prefix `a` makes the keyword `as`.
     #[nki_object]
     pub struct Lone {

@@ -196,52 +196,6 @@ pub mod kernel {
         bs > 0 && t % bs == 0 && bs <= t / 2 && bs % multiple == 0
     }
 
-    /// The routed tokens and the experts' weights (the signature's leading
-    /// arguments).
-    #[nki_object]
-    pub struct MoeTkgInputs {
-        /// Hidden rows `[T, H]`.
-        #[dtypes(float32, bfloat16, float16)]
-        pub hidden_input: Hbm,
-        /// Fused gate/up weights `[E_L, H, 2, I]`.
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)]
-        pub expert_gate_up_weights: Hbm,
-        /// Down weights `[E_L, I, H]`.
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)]
-        pub expert_down_weights: Hbm,
-        /// Affinities `[T, E]`.
-        #[dtypes(float32, bfloat16, float16)]
-        pub expert_affinities: Hbm,
-        /// Top-k expert ids `[T, K]`.
-        #[dtypes(int32, uint32)]
-        pub expert_index: Hbm,
-    }
-
-    /// The rank and the experts' optional biases and weight scales.
-    #[nki_object]
-    pub struct MoeTkgExpertTensors {
-        /// `[1, 1]` rank whose local experts are `E_L · rank ..`.
-        #[dtypes(int32, uint32)]
-        #[default(None)]
-        pub rank_id: Option<Hbm>,
-        /// Gate/up bias `[E_L, 2, I]`.
-        #[dtypes(float32, bfloat16, float16)]
-        #[default(None)]
-        pub expert_gate_up_bias: Option<Hbm>,
-        /// Down bias `[E_L, H]`.
-        #[dtypes(float32, bfloat16, float16)]
-        #[default(None)]
-        pub expert_down_bias: Option<Hbm>,
-        /// Dequantization scales of the gate/up weights.
-        #[dtypes(float32, uint8)]
-        #[default(None)]
-        pub expert_gate_up_weights_scale: Option<Hbm>,
-        /// Dequantization scales of the down weights.
-        #[dtypes(float32, uint8)]
-        #[default(None)]
-        pub expert_down_weights_scale: Option<Hbm>,
-    }
-
     /// The activations' quantization scales (the library's static and
     /// pre-quantized inputs, refused here by name).
     #[nki_object]
@@ -276,9 +230,9 @@ pub mod kernel {
     /// `[E_L, I, H]`; returns `[T, H]` (module docs).
     #[nki_kernel]
     pub fn moe_tkg(
-        #[spread] _: MoeTkgInputs,
+        #[spread(to = expert_index)] _: MoeTkgTensors,
         is_all_expert: bool,
-        #[spread] _: MoeTkgExpertTensors,
+        #[spread(from = rank_id)] _: MoeTkgTensors,
         #[spread] input_scales: MoeTkgInputScales,
         #[spread] _: MoeTkgAffinityOptions,
         #[default(ActFnType::SiLU)] activation_fn: ActFnType,

@@ -28,28 +28,39 @@ pub mod kernel {
     /// The up half of the fused gate/up dim (`GateUpDim.UP`).
     pub const UP: i64 = 1;
 
-    /// The tensors of a `moe_tkg` call.
+    /// The tensors of a `moe_tkg` call, in its signature's order (which
+    /// spreads them in two parts, around `is_all_expert`).
     #[nki_object]
     pub struct MoeTkgTensors {
         /// Hidden rows `[T, H]`.
+        #[dtypes(float32, bfloat16, float16)]
         pub hidden_input: Tensor,
         /// Fused gate/up weights `[E_L, H, 2, I]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)]
         pub expert_gate_up_weights: Tensor,
         /// Down weights `[E_L, I, H]`.
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)]
         pub expert_down_weights: Tensor,
         /// Affinities `[T, E]` (all-expert: of the global experts).
+        #[dtypes(float32, bfloat16, float16)]
         pub expert_affinities: Tensor,
         /// Top-k expert ids `[T, K]`.
+        #[dtypes(int32, uint32)]
         pub expert_index: Tensor,
         /// `[1, 1]` rank whose local experts are `E_L · rank ..`.
+        #[dtypes(int32, uint32)]
         pub rank_id: Option<Tensor>,
         /// Gate/up bias `[E_L, 2, I]`.
+        #[dtypes(float32, bfloat16, float16)]
         pub expert_gate_up_bias: Option<Tensor>,
         /// Down bias `[E_L, H]`.
+        #[dtypes(float32, bfloat16, float16)]
         pub expert_down_bias: Option<Tensor>,
         /// `ROW` dequantization scales of the gate/up weights `[E_L, 2, I]`.
+        #[dtypes(float32, uint8)]
         pub expert_gate_up_weights_scale: Option<Tensor>,
         /// `ROW` dequantization scales of the down weights `[E_L, H]`.
+        #[dtypes(float32, uint8)]
         pub expert_down_weights_scale: Option<Tensor>,
     }
 
