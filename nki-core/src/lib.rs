@@ -38,7 +38,7 @@ pub use isa as nisa;
 pub use language as nl;
 #[doc(hidden)]
 pub use nki_macros::__nki_import;
-pub use nki_macros::{nki_enum, nki_helper, nki_kernel, nki_module, nki_object};
+pub use nki_macros::{nki_enum, nki_helper, nki_kernel, nki_module, nki_object, nki_params};
 /// The vocabulary as data: ops, enums, dtypes, hardware limits.
 pub use nki_spec as spec;
 pub use tensor::{Buffer, Idx, Outputs, Tensor};
@@ -47,6 +47,6 @@ pub use tensor::{Buffer, Idx, Outputs, Tensor};
 pub mod prelude {
     pub use crate::{
         Ctx, Dtype, Launch, Outputs, Precision, Tensor, collectives::Groups, ncc, nisa, nki_enum, nki_helper, nki_kernel, nki_module,
-        nki_object, nl, s,
+        nki_object, nki_params, nl, s,
     };
 }

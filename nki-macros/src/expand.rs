@@ -15,6 +15,8 @@ use syn::spanned::Spanned;
 struct ModuleItems {
     consts: Vec<syn::ItemConst>,
     structs: Vec<syn::ItemStruct>,
+    /// The parameter groups (`#[nki_params]`), which only `#[spread]` reads.
+    groups: Vec<syn::ItemStruct>,
     enums: Vec<syn::ItemEnum>,
     /// The imported ones among the above: name and declaring module.
     imports: Vec<(String, syn::Path)>,
@@ -25,6 +27,7 @@ impl ModuleItems {
     fn push(&mut self, item: syn::Item) -> syn::Result<()> {
         match item {
             syn::Item::Const(c) => self.consts.push(c),
+            syn::Item::Struct(s) if s.attrs.iter().any(|a| a.path().is_ident("nki_params")) => self.groups.push(s),
             syn::Item::Struct(s) => self.structs.push(s),
             syn::Item::Enum(e) => self.enums.push(e),
             other => return Err(syn::Error::new(other.span(), "`__module` holds constants, bundles and enums")),
@@ -133,7 +136,7 @@ fn expand_stand_in(
     let Ok(mut item_fn) = syn::parse2::<syn::ItemFn>(signature) else {
         return diag.to_tokens();
     };
-    let groups = spread_params(&mut item_fn, &module.structs, &mut diag);
+    let groups = spread_params(&mut item_fn, &module.structs, &module.groups, &mut diag);
     let mut quiet = Diagnostics::default();
     let mut f = parse_function(&item_fn, kind, &objects, &enums, &mut quiet);
     f.objects = objects;
@@ -196,7 +199,7 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
             return quote::quote!(#err #item);
         }
     };
-    let groups = spread_params(&mut item_fn, &module.structs, &mut diag);
+    let groups = spread_params(&mut item_fn, &module.structs, &module.groups, &mut diag);
     let mut f = parse_function(&item_fn, kind, &objects, &enums, &mut diag);
     f.consts = parse_consts(&module.consts, &mut Diagnostics::default());
     f.objects = objects;

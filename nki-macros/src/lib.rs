@@ -90,6 +90,20 @@ pub fn nki_object(_attr: TokenStream, item: TokenStream) -> TokenStream {
     quote::quote!(#err #item).into()
 }
 
+/// Marks a struct of an `#[nki_module]` as a parameter group: its fields,
+/// with their `#[dtypes]` and `#[default]`s, are parameters that
+/// `#[spread] _: Group` declares in its place (a run of a long drop-in
+/// signature). Not a bundle: no Python class and no value, so a group is
+/// spread as `_`. `#[nki_module]` handles the attribute, so outside one it is
+/// an error.
+#[proc_macro_attribute]
+pub fn nki_params(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    let err =
+        syn::Error::new(syn::spanned::Spanned::span(&item), "#[nki_params] marks a struct inside an #[nki_module]").to_compile_error();
+    quote::quote!(#err #item).into()
+}
+
 /// Marks an enum of an `#[nki_module]` as a Python `Enum` class: its variants
 /// are the class's members by the same names, valued by their discriminants
 /// (`SOFTMAX = 1`, or counted on from the member before as in Rust). A kernel

@@ -176,8 +176,22 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
         .collect();
     // The bundles: `#[nki_object]` structs, which stay Rust structs (cloneable).
     let mut structs: Vec<syn::ItemStruct> = Vec::new();
+    // The parameter groups: `#[nki_params]` structs, which `#[spread]` reads.
+    let mut groups: Vec<syn::ItemStruct> = Vec::new();
     for item in items.iter_mut() {
         let syn::Item::Struct(s) = item else { continue };
+        let before = s.attrs.len();
+        s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_params"));
+        if s.attrs.len() != before {
+            groups.push(s.clone());
+            for f in s.fields.iter_mut() {
+                f.attrs.retain(|a| a.path().is_ident("doc"));
+                spaces_to_tensor(&mut f.ty, crate::bounds::MAX_NESTING);
+            }
+            // A group names parameters; nothing builds it.
+            s.attrs.push(syn::parse_quote!(#[allow(dead_code)]));
+            continue;
+        }
         let before = s.attrs.len();
         s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_object"));
         if s.attrs.len() != before {
@@ -194,6 +208,8 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
         }
     }
     let objects = parse_objects(&structs, &imported_structs, &all_enums, &mut diag);
+    // A group's fields take a bundle's attributes, reported here once.
+    parse_objects(&groups, &imported_structs, &all_enums, &mut diag);
     check_objects(&objects, &all_enums, &mut diag);
     // Each function gets the constants and bundles without their docs and attributes.
     let bare: Vec<TokenStream> = consts
@@ -226,6 +242,19 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
         .collect();
     // What other modules import: this module's own items, as functions get them.
     items.extend(imports::answer_macro(&bare, export.as_ref()));
+    // The module's functions get its parameter groups too (other modules do not).
+    let bare: Vec<TokenStream> = bare
+        .into_iter()
+        .chain(groups.iter().map(|s| {
+            let name = &s.ident;
+            let fields = s.fields.iter().map(|f| {
+                let (n, t) = (&f.ident, &f.ty);
+                let attrs = f.attrs.iter().filter(|a| a.path().is_ident("default") || a.path().is_ident("dtypes"));
+                quote!(#(#attrs)* #n: #t)
+            });
+            quote!(#[nki_params] struct #name { #(#fields),* })
+        }))
+        .collect();
     let imported_args = imported.iter().map(|(path, list)| quote!((#path) { #(#list)* }));
     let imported_args = quote!(__imports { #(#imported_args)* });
     for item in items.iter_mut() {

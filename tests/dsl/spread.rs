@@ -60,25 +60,52 @@ pub mod grouped {
         out
     }
 
-    /// `x + y (+ bias)`, negated: a signature that puts `negate` inside the
-    /// bundle's fields spreads them in two runs.
+    /// The window a clip keeps: a parameter group, no bundle.
+    #[nki_params]
+    pub struct Window {
+        /// The floor.
+        #[default(-1.0)]
+        pub lo: f64,
+        /// The ceiling.
+        #[default(1.0)]
+        pub hi: f64,
+    }
+
+    /// `x` clipped to `[lo, hi]`.
     #[nki_kernel]
-    pub fn split_add(#[spread(to = x)] _: AddInputs, negate: bool, #[spread(from = y)] _: AddInputs) -> Hbm {
+    pub fn clipped(x: Hbm, #[spread] _: Window) -> Hbm {
         let [p, f] = x.shape();
-        let (a, b) = (nl::ndarray([p, f], nl::float32), nl::ndarray([p, f], nl::float32));
+        let a = nl::ndarray([p, f], nl::float32);
         nisa::dma_copy(a, x);
-        nisa::dma_copy(b, y);
-        nisa::tensor_tensor(a, a, b, nl::add);
-        if let Some(extra) = bias {
-            nisa::dma_copy(b, extra);
-            nisa::tensor_tensor(a, a, b, nl::add);
-        }
-        if negate {
-            nisa::tensor_scalar(a, a, nl::multiply, -1.0);
-        }
+        nisa::tensor_scalar(a, a, nl::maximum, lo, op1 = nl::minimum, operand1 = hi);
         let out = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
         nisa::dma_copy(out, a);
         out
+    }
+
+    /// `factor·x + shift` (rows `[P, F]`).
+    #[nki_helper]
+    pub fn affine(x: Hbm, factor: f64, shift: f64) -> Hbm {
+        let [p, f] = x.shape();
+        let a = nl::ndarray([p, f], nl::float32);
+        nisa::dma_copy(a, x);
+        nisa::tensor_scalar(a, a, nl::multiply, factor, op1 = nl::add, operand1 = shift);
+        let out = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+        nisa::dma_copy(out, a);
+        out
+    }
+
+    /// `±factor·x + shift`, with `negate` between the bundle's two fields: a
+    /// signature that interrupts a bundle spreads it in two runs.
+    #[nki_kernel]
+    pub fn split_affine(
+        x: Hbm,
+        #[spread(to = factor)] _: Scaling,
+        #[default(false)] negate: bool,
+        #[spread(from = shift)] _: Scaling,
+    ) -> Hbm {
+        let scale = if negate { -factor } else { factor };
+        affine(x, scale, shift)
     }
 
     /// `outer(inner(x))`, each an affine map `factor·v + shift`: one bundle
@@ -90,18 +117,12 @@ pub mod grouped {
         #[spread(prefix = "inner_")] inner: Scaling,
         #[spread(prefix = "outer_", shift = outer_offset)] outer: Scaling,
     ) -> Hbm {
-        let [p, f] = x.shape();
-        let a = nl::ndarray([p, f], nl::float32);
-        nisa::dma_copy(a, x);
-        nisa::tensor_scalar(a, a, nl::multiply, inner.factor, op1 = nl::add, operand1 = inner.shift);
-        nisa::tensor_scalar(a, a, nl::multiply, outer_factor, op1 = nl::add, operand1 = outer.shift);
-        let out = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
-        nisa::dma_copy(out, a);
-        out
+        let inside = affine(x, inner.factor, inner.shift);
+        affine(inside, outer.factor, outer.shift)
     }
 }
 
-use grouped::{scaled_add, split_add, two_affine};
+use grouped::{clipped, scaled_add, split_affine, two_affine};
 
 #[test]
 fn the_fields_are_the_parameters_in_rust_the_registry_and_python() {
@@ -180,16 +201,34 @@ fn a_prefix_and_a_rename_name_the_fields_parameters() {
 
 #[test]
 fn a_bundle_spread_in_two_runs_keeps_the_signature_order() {
-    let names: Vec<&str> = split_add::INFO.params.iter().map(|p| p.name).collect();
-    assert_eq!(names, ["x", "negate", "y", "bias"]);
-    assert!(split_add::NKI_SOURCE.contains("def split_add(x, negate, y, bias=None):"), "{}", split_add::NKI_SOURCE);
-    assert!(!split_add::NKI_SOURCE.contains("AddInputs("), "a part builds no bundle");
+    let names: Vec<&str> = split_affine::INFO.params.iter().map(|p| p.name).collect();
+    assert_eq!(names, ["x", "factor", "negate", "shift"]);
+    let src = split_affine::NKI_SOURCE;
+    assert!(src.contains("def split_affine(x, factor=2.0, negate=False, shift=0.0):"), "{src}");
+    assert!(!src.contains("Scaling("), "a part builds no bundle:\n{src}");
     let xs = [1.0, -2.0, 3.5, 0.25];
-    let ys = [0.5, 0.5, -1.0, 2.0];
-    let bs = [0.0, 1.0, 2.0, 3.0];
-    let (x, y, bias) =
-        (common::tensor(&[2, 2], &xs, Dtype::F32), common::tensor(&[2, 2], &ys, Dtype::F32), common::tensor(&[2, 2], &bs, Dtype::F32));
-    let want: Vec<f64> = (0..4).map(|i| -(xs[i] + ys[i] + bs[i])).collect();
-    let got = split_add::Call::new(&x, true, &y).bias(&bias).launch(&Launch::new()).unwrap().to_f32_vec();
+    let x = common::tensor(&[2, 2], &xs, Dtype::F32);
+    let want: Vec<f64> = xs.iter().map(|v| -1.5 * v + 0.5).collect();
+    let got = split_affine::Call::new(&x).factor(1.5).negate(true).shift(0.5).launch(&Launch::new()).unwrap().to_f32_vec();
     common::assert_close("emulator", &got, &want, 0.0, 0.0);
+}
+
+#[test]
+fn a_parameter_group_declares_parameters_and_no_class() {
+    let names: Vec<&str> = clipped::INFO.params.iter().map(|p| p.name).collect();
+    assert_eq!(names, ["x", "lo", "hi"]);
+    let all: String = nki::emit::Package::new(&[&clipped::INFO]).unwrap().files().values().cloned().collect();
+    assert!(all.contains("def clipped(x, lo=-1.0, hi=1.0):"), "{all}");
+    assert!(!all.contains("Window"), "a group has no Python class:\n{all}");
+    let xs = [-3.0, -0.5, 0.25, 2.0, 1.0, -1.0];
+    let x = common::tensor(&[2, 3], &xs, Dtype::F32);
+    for (lo, hi) in [(-1.0, 1.0), (-0.25, 0.5)] {
+        let want: Vec<f64> = xs.iter().map(|v| v.max(lo).min(hi)).collect();
+        let got = clipped::Call::new(&x).lo(lo).hi(hi).launch(&Launch::new()).unwrap().to_f32_vec();
+        common::assert_close("emulator", &got, &want, 0.0, 0.0);
+        let args = vec![Arg::Tensor(vec![2, 3], xs.to_vec(), Dtype::F32), Arg::Float(lo), Arg::Float(hi)];
+        let pkg = common::package_of("spread_group_pkg", &[&clipped::INFO]);
+        let np = common::run_numpy_ranks(&pkg, "clipped", &[args], 1, "fp32").swap_remove(0);
+        common::assert_close("numpy", &np[0], &want, 0.0, 0.0);
+    }
 }

@@ -27,7 +27,12 @@ const SPREAD: &str = "spread";
 /// (one of `structs`, the bundles the module passes in) and prepends the
 /// binding of each named group to the body. Returns an item naming each
 /// group's type, so its import stays used where no binding reads it.
-pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: &mut Diagnostics) -> TokenStream {
+pub fn spread_params(
+    item: &mut syn::ItemFn,
+    structs: &[syn::ItemStruct],
+    param_groups: &[syn::ItemStruct],
+    diag: &mut Diagnostics,
+) -> TokenStream {
     if !item.sig.inputs.iter().any(|a| matches!(a, syn::FnArg::Typed(pt) if is_spread(pt))) {
         return TokenStream::new();
     }
@@ -55,9 +60,16 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
         if let Some(a) = pt.attrs.iter().find(|a| !a.path().is_ident(SPREAD)) {
             diag.error(Spn::of(a), "a #[spread] group takes its fields' attributes from the bundle: it has no others");
         }
-        let Some(bundle) = bundle_of(&pt.ty, structs) else {
-            diag.error(Spn::of(&pt.ty), "#[spread] takes an #[nki_object] bundle of this module, or one it imports, by its name");
-            continue;
+        let (bundle, group) = match (bundle_of(&pt.ty, structs), bundle_of(&pt.ty, param_groups)) {
+            (Some(b), _) => (b, false),
+            (None, Some(g)) => (g, true),
+            (None, None) => {
+                diag.error(
+                    Spn::of(&pt.ty),
+                    "#[spread] takes an #[nki_object] bundle of this module or one it imports, or an #[nki_params] group of this module, by its name",
+                );
+                continue;
+            }
         };
         groups.push((*pt.ty).clone());
         // The fields are named where the group is: a bundle imported through
@@ -92,6 +104,8 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
             // A field without its parameter was reported: no binding to cascade from.
             _ if fields.len() < run.len() => {}
             syn::Pat::Wild(_) => {}
+            syn::Pat::Ident(id) if group => diag
+                .error(Spn::of(id), format!("`{}` is a parameter group (#[nki_params]), not a bundle: it is spread as `_`", bundle.ident)),
             syn::Pat::Ident(id) if run.len() < bundle.fields.len() => diag.error(
                 Spn::of(id),
                 format!("a group of part of `{}`'s fields binds `_`: a bundle is not built from part of its fields", bundle.ident),

@@ -99,15 +99,15 @@ class BwmmBwdInputs(nl.NKIObject):
     down_proj_weight: object
     "Down weights `[E, I, H]`."
     gate_up_proj_act_checkpoint_T: object
-    "The forward pass's gate/up outputs, transposed `[N, 2, I, B]`."
+    "Saved gate/up projections `[N, 2, I, B]`."
     down_proj_act_checkpoint: object
-    "The forward pass's down outputs `[N, B, H]`."
+    "Saved down projections `[N, B, H]`."
     token_position_to_id: object
-    "Each block's token ids `[N·B]`."
+    "Token of each position `[N·B]`."
     block_to_expert: object
-    "Each block's expert `[N, 1]`."
+    "Expert of each block `[N, 1]`."
     output_hidden_states_grad: object
-    "The output's gradient `[T, H]`."
+    "Gradient of the output `[T, H]`."
 
 
 @dataclass
@@ -132,36 +132,10 @@ class BwdGradients(nl.NKIObject):
 class MOEBwdParameters(nl.NKIObject):
     """The tensors and options of a call (the library's `MOEBwdParameters`)."""
 
-    hidden_states: object
-    "Token rows `[T, H]`."
-    expert_affinities_masked: object
-    "Affinities `[T·E, 1]`."
-    gate_up_proj_weight: object
-    "Fused gate/up weights `[E, H, 2, I]`."
-    gate_up_proj_act_checkpoint_T: object
-    "Saved gate/up projections `[N, 2, I, B]`."
-    down_proj_weight: object
-    "Down weights `[E, I, H]`."
-    down_proj_act_checkpoint: object
-    "Saved down projections `[N, B, H]`."
-    token_position_to_id: object
-    "Token of each position `[N·B]`."
-    block_to_expert: object
-    "Expert of each block `[N, 1]`."
-    output_hidden_states_grad: object
-    "Gradient of the output `[T, H]`."
-    hidden_states_grad: object
-    "`[T, H]`."
-    expert_affinities_masked_grad: object
-    "`[T·E, 1]`."
-    gate_up_proj_weight_grad: object
-    "`[E, H, 2, I]`."
-    down_proj_weight_grad: object
-    "`[E, I, H]`."
-    gate_and_up_proj_bias_grad: object
-    "`[E, 2, I]` when `bias`."
-    down_proj_bias_grad: object
-    "`[E, H]` when `bias`."
+    inputs: BwmmBwdInputs
+    "The tensors the pass reads."
+    grads: BwdGradients
+    "The gradients it writes."
     block_size: int
     "Positions per block."
     skip_dma: SkipMode
@@ -253,12 +227,12 @@ def validate_bwmm_bwd(p, programs, options):
     the tensors' shapes, checked when the kernel is traced.
     """
     k = "blockwise_mm_bwd"
-    assert p.hidden_states.ndim == 2, f"{k}: hidden_states must be [T, H], got {p.hidden_states.shape}"
-    t, h = (p.hidden_states.shape[0], p.hidden_states.shape[1])
-    gs = p.gate_up_proj_weight.shape
-    assert p.gate_up_proj_weight.ndim == 4 and gs[1] == h and gs[2] == 2, f"{k}: gate_up_proj_weight must be [E, H = {h}, 2, I], got {gs}"
+    assert p.inputs.hidden_states.ndim == 2, f"{k}: hidden_states must be [T, H], got {p.inputs.hidden_states.shape}"
+    t, h = (p.inputs.hidden_states.shape[0], p.inputs.hidden_states.shape[1])
+    gs = p.inputs.gate_up_proj_weight.shape
+    assert p.inputs.gate_up_proj_weight.ndim == 4 and gs[1] == h and gs[2] == 2, f"{k}: gate_up_proj_weight must be [E, H = {h}, 2, I], got {gs}"
     e, i, b = (gs[0], gs[3], p.block_size)
-    positions = p.token_position_to_id.shape[0]
+    positions = p.inputs.token_position_to_id.shape[0]
     assert b == 128 or b == 256 or b == 512 or b == 1024, f"{k}: block_size must be 128, 256, 512 or 1024, got {b}"
     assert e > 0 and positions > 0 and positions % b == 0, f"{k}: E = {e} must be positive and token_position_to_id's length {positions} a positive multiple of block_size"
     assert i > 0 and i % 2 == 0, f"{k}: I = {i} must be positive and even"
@@ -276,22 +250,22 @@ def validate_bwmm_bwd(p, programs, options):
     act = p.activation_type
     assert act == ActFnType.SiLU or act == ActFnType.Swish, f"{k}: activation_type must be SiLU or Swish, got {act}"
     n = positions // b
-    check_2d(p.expert_affinities_masked, k, "expert_affinities_masked", t * e, 1)
-    check_3d(p.down_proj_weight, k, "down_proj_weight", e, i, h)
-    ck = p.gate_up_proj_act_checkpoint_T.shape
-    assert p.gate_up_proj_act_checkpoint_T.ndim == 4 and ck[0] == n and ck[1] == 2 and ck[2] == i and ck[3] == b, f"{k}: gate_up_proj_act_checkpoint_T must be [N = {n}, 2, I = {i}, B = {b}], got {ck}"
-    check_3d(p.down_proj_act_checkpoint, k, "down_proj_act_checkpoint", n, b, h)
-    check_2d(p.block_to_expert, k, "block_to_expert", n, 1)
-    check_2d(p.output_hidden_states_grad, k, "output_hidden_states_grad", t, h)
+    check_2d(p.inputs.expert_affinities_masked, k, "expert_affinities_masked", t * e, 1)
+    check_3d(p.inputs.down_proj_weight, k, "down_proj_weight", e, i, h)
+    ck = p.inputs.gate_up_proj_act_checkpoint_T.shape
+    assert p.inputs.gate_up_proj_act_checkpoint_T.ndim == 4 and ck[0] == n and ck[1] == 2 and ck[2] == i and ck[3] == b, f"{k}: gate_up_proj_act_checkpoint_T must be [N = {n}, 2, I = {i}, B = {b}], got {ck}"
+    check_3d(p.inputs.down_proj_act_checkpoint, k, "down_proj_act_checkpoint", n, b, h)
+    check_2d(p.inputs.block_to_expert, k, "block_to_expert", n, 1)
+    check_2d(p.inputs.output_hidden_states_grad, k, "output_hidden_states_grad", t, h)
 
 
 def bwd_dims(p, programs, shard_id):
     """The sizes of `p` on program `shard_id` of `programs`."""
-    h = p.hidden_states.shape[1]
-    e, i_tp = (p.down_proj_weight.shape[0], p.down_proj_weight.shape[1])
+    h = p.inputs.hidden_states.shape[1]
+    e, i_tp = (p.inputs.down_proj_weight.shape[0], p.inputs.down_proj_weight.shape[1])
     b = p.block_size
     h_shard = h // programs
-    return BwdDims(b=b, h=h, e=e, n=p.token_position_to_id.shape[0] // b, i_tp=i_tp, num_b_tiles=b // TILE_SIZE, num_h_tiles=-(-h // TILE_SIZE), num_i_tiles=-(-i_tp // TILE_SIZE), h_shard=h_shard, h_offset=shard_id * h_shard, shard_id=shard_id)
+    return BwdDims(b=b, h=h, e=e, n=p.inputs.token_position_to_id.shape[0] // b, i_tp=i_tp, num_b_tiles=b // TILE_SIZE, num_h_tiles=-(-h // TILE_SIZE), num_i_tiles=-(-i_tp // TILE_SIZE), h_shard=h_shard, h_offset=shard_id * h_shard, shard_id=shard_id)
 
 
 def tile_rows(size, k):
@@ -314,19 +288,19 @@ def zero_rows(dst, r0, rows, c0, cols):
 def initialize_gradient_outputs_shard(p, d):
     """Zeroes this program's part of every gradient (module docs)."""
     h, i, e, h0, hs = (d.h, d.i_tp, d.e, d.h_offset, d.h_shard)
-    t = p.hidden_states.shape[0]
-    zero_rows(p.hidden_states_grad, 0, t, h0, hs)
-    gu = p.gate_up_proj_weight_grad.reshape(shape=(e * h, GUP_PROJ_DIM * i))
-    dw = p.down_proj_weight_grad.reshape(shape=(e * i, h))
+    t = p.inputs.hidden_states.shape[0]
+    zero_rows(p.grads.hidden_states_grad, 0, t, h0, hs)
+    gu = p.grads.gate_up_proj_weight_grad.reshape(shape=(e * h, GUP_PROJ_DIM * i))
+    dw = p.grads.down_proj_weight_grad.reshape(shape=(e * i, h))
     for x in range(e):
         zero_rows(gu, x * h + h0, hs, 0, GUP_PROJ_DIM * i)
     zero_rows(dw, 0, e * i, h0, hs)
-    down_bias, gate_up_bias = (p.down_proj_bias_grad, p.gate_and_up_proj_bias_grad)
+    down_bias, gate_up_bias = (p.grads.down_proj_bias_grad, p.grads.gate_and_up_proj_bias_grad)
     if down_bias is not None:
         db = down_bias
         zero_rows(db, 0, e, h0, hs)
     if d.shard_id == 0:
-        zero_rows(p.expert_affinities_masked_grad, 0, t * e, 0, 1)
+        zero_rows(p.grads.expert_affinities_masked_grad, 0, t * e, 0, 1)
         if gate_up_bias is not None:
             gb = gate_up_bias
             zero_rows(gb.reshape(shape=(e * GUP_PROJ_DIM, i)), 0, e * GUP_PROJ_DIM, 0, i)
@@ -334,7 +308,7 @@ def initialize_gradient_outputs_shard(p, d):
 
 def forward_inputs(p):
     """The forward's tensors as its loaders read them (no biases)."""
-    return InputTensors(token_position_to_id=p.token_position_to_id, block_to_expert=p.block_to_expert, hidden_states=p.hidden_states, gate_up_proj_weight=p.gate_up_proj_weight, gate_and_up_proj_bias=None, down_proj_bias=None, down_proj_weight=p.down_proj_weight, expert_affinities_masked=p.expert_affinities_masked)
+    return InputTensors(token_position_to_id=p.inputs.token_position_to_id, block_to_expert=p.inputs.block_to_expert, hidden_states=p.inputs.hidden_states, gate_up_proj_weight=p.inputs.gate_up_proj_weight, gate_and_up_proj_bias=None, down_proj_bias=None, down_proj_weight=p.inputs.down_proj_weight, expert_affinities_masked=p.inputs.expert_affinities_masked)
 
 
 def forward_configs(p):
@@ -348,25 +322,25 @@ def compute_down_projection_output_grad(p, d, block_idx, tok, expert):
     `Σ_h dy · y` scattered to `token·E + e`.
     """
     dt, skip, h = (p.compute_dtype, p.skip_dma.skip_token, d.h)
-    aff = calculate_expert_affinities(p.expert_affinities_masked, tok, expert, d.e, nl.float32, p.skip_dma)
+    aff = calculate_expert_affinities(p.inputs.expert_affinities_masked, tok, expert, d.e, nl.float32, p.skip_dma)
     rows = expert_affinity_rows(tok, expert, d.e, p.skip_dma)
     dz = nl.ndarray(shape=(TILE_SIZE, d.num_b_tiles, h), dtype=dt, buffer=nl.sbuf)
     dy = nl.ndarray(shape=(TILE_SIZE, h), dtype=dt, buffer=nl.sbuf)
     y = nl.ndarray(shape=(TILE_SIZE, h), dtype=dt, buffer=nl.sbuf)
     prod = nl.ndarray(shape=(TILE_SIZE, h), dtype=nl.float32, buffer=nl.sbuf)
     sums = nl.ndarray(shape=(TILE_SIZE, 1), dtype=nl.float32, buffer=nl.sbuf)
-    daff = nl.ndarray(shape=(TILE_SIZE, 1), dtype=p.expert_affinities_masked_grad.dtype, buffer=nl.sbuf)
+    daff = nl.ndarray(shape=(TILE_SIZE, 1), dtype=p.grads.expert_affinities_masked_grad.dtype, buffer=nl.sbuf)
     for j in range(d.num_b_tiles):
         if skip:
             nisa.memset(dst=dy, value=0.0)
-        gather_token_rows(dy, p.output_hidden_states_grad, tok[:, j:j + 1], 0, skip)
+        gather_token_rows(dy, p.inputs.output_hidden_states_grad, tok[:, j:j + 1], 0, skip)
         t0 = j * TILE_SIZE
-        load_as(y, p.down_proj_act_checkpoint[block_idx, t0:t0 + TILE_SIZE, :], False)
+        load_as(y, p.inputs.down_proj_act_checkpoint[block_idx, t0:t0 + TILE_SIZE, :], False)
         if d.shard_id == 0:
             nisa.tensor_tensor(dst=prod, data1=dy, data2=y, op=nl.multiply)
             nisa.tensor_reduce(dst=sums, op=nl.add, data=prod, axis=1)
             nisa.tensor_copy(dst=daff, src=sums)
-            scatter_token_rows(p.expert_affinities_masked_grad, daff, rows[:, j:j + 1], 0, skip)
+            scatter_token_rows(p.grads.expert_affinities_masked_grad, daff, rows[:, j:j + 1], 0, skip)
         nisa.tensor_scalar(dst=dz[:, j, :], data=dy, op0=nl.multiply, operand0=aff[:, j:j + 1])
     return dz
 
@@ -381,7 +355,7 @@ def _load_gate_up_projection_checkpoint(p, d, block_idx):
         for it in range(d.num_i_tiles):
             i0 = it * TILE_SIZE
             k = tile_rows(d.i_tp, it)
-            load_as(gup[0:k, g, it, :], p.gate_up_proj_act_checkpoint_T[block_idx, g, i0:i0 + k, :], False)
+            load_as(gup[0:k, g, it, :], p.inputs.gate_up_proj_act_checkpoint_T[block_idx, g, i0:i0 + k, :], False)
     return gup
 
 
@@ -411,7 +385,7 @@ def compute_intermediate_grad(p, d, dz_t, expert):
     w_t = nl.ndarray(shape=(TILE_SIZE, d.num_h_tiles, i), dtype=p.compute_dtype, buffer=nl.sbuf)
     for c in range(d.num_h_tiles):
         w = tile_rows(h, c)
-        src = p.down_proj_weight.ap(pattern=[[1, w], [h, i]], offset=c * TILE_SIZE, scalar_offset=expert, indirect_dim=0)
+        src = p.inputs.down_proj_weight.ap(pattern=[[1, w], [h, i]], offset=c * TILE_SIZE, scalar_offset=expert, indirect_dim=0)
         load_as(w_t[0:w, c, :], src, p.skip_dma.skip_weight)
     fs = min(d.b, PSUM_SIZE)
     di = nl.ndarray(shape=(TILE_SIZE, d.num_i_tiles, d.b), dtype=nl.float32, buffer=nl.sbuf)
@@ -516,7 +490,7 @@ def compute_down_projection_weight_grad(p, d, inter_t, dz, expert):
             ps = nl.ndarray(shape=(TILE_SIZE, PSUM_SIZE), dtype=nl.float32, buffer=nl.psum)
             for j in range(d.num_b_tiles):
                 nisa.nc_matmul(dst=ps[0:k, 0:w], stationary=inter_t[:, j, i0:i0 + k], moving=dz[:, j, c0:c0 + w])
-            dst = p.down_proj_weight_grad.ap(pattern=[[h, k], [1, w]], offset=i0 * h + c0, scalar_offset=expert, indirect_dim=0)
+            dst = p.grads.down_proj_weight_grad.ap(pattern=[[h, k], [1, w]], offset=i0 * h + c0, scalar_offset=expert, indirect_dim=0)
             accumulate_into(dst, ps[0:k, 0:w])
 
 
@@ -535,9 +509,9 @@ def compute_hidden_states_grad(p, d, bt, dgu):
         for it in range(d.num_i_tiles):
             k = tile_rows(i, it)
             off = d.h_offset * GUP_PROJ_DIM * i + g * i + it * TILE_SIZE
-            src = p.gate_up_proj_weight.ap(pattern=[[1, k], [GUP_PROJ_DIM * i, hs]], offset=off, scalar_offset=bt.expert, indirect_dim=0)
+            src = p.inputs.gate_up_proj_weight.ap(pattern=[[1, k], [GUP_PROJ_DIM * i, hs]], offset=off, scalar_offset=bt.expert, indirect_dim=0)
             load_as(w_t[0:k, g, it, :], src, p.skip_dma.skip_weight)
-    dx = p.hidden_states_grad
+    dx = p.grads.hidden_states_grad
     rows = nl.ndarray(shape=(TILE_SIZE, hs), dtype=dx.dtype, buffer=nl.sbuf)
     for j in range(d.num_b_tiles):
         idx = bt.token_indices[:, j:j + 1]
@@ -577,7 +551,7 @@ def compute_gate_up_projection_weight_grad(p, d, bt, dgu_t):
                 ps = nl.ndarray(shape=(TILE_SIZE, PSUM_SIZE), dtype=nl.float32, buffer=nl.psum)
                 for j in range(d.num_b_tiles):
                     nisa.nc_matmul(dst=ps[0:w, 0:n], stationary=bt.x[:, j, h0:h0 + w], moving=dgu_t[:, j, g, i0:i0 + n])
-                dst = p.gate_up_proj_weight_grad.ap(pattern=[[GUP_PROJ_DIM * i, w], [1, n]], offset=h0 * GUP_PROJ_DIM * i + g * i + i0, scalar_offset=bt.expert, indirect_dim=0)
+                dst = p.grads.gate_up_proj_weight_grad.ap(pattern=[[GUP_PROJ_DIM * i, w], [1, n]], offset=h0 * GUP_PROJ_DIM * i + g * i + i0, scalar_offset=bt.expert, indirect_dim=0)
                 accumulate_into(dst, ps[0:w, 0:n])
 
 
@@ -585,7 +559,7 @@ def compute_bias_grads(p, d, bt, dgu):
     """The bias gradients: `db_down[e][shard] += Σ_b dz` (a matmul by a
     ones column), and on the first program `db_gu[e] += Σ_b [dg; du]`.
     """
-    down_bias, gate_up_bias = (p.down_proj_bias_grad, p.gate_and_up_proj_bias_grad)
+    down_bias, gate_up_bias = (p.grads.down_proj_bias_grad, p.grads.gate_and_up_proj_bias_grad)
     if down_bias is not None:
         db = down_bias
         ones = nl.ndarray(shape=(TILE_SIZE, 1), dtype=p.compute_dtype, buffer=nl.sbuf)
@@ -638,7 +612,7 @@ def blockwise_mm_bwd_dropless(p, programs, shard_id):
     initialize_gradient_outputs_shard(p, d)
     experts = nl.ndarray(shape=(1, d.n), dtype=nl.int32, buffer=nl.sbuf)
     n = d.n
-    nisa.dma_copy(dst=experts, src=p.block_to_expert.ap(pattern=[[1, 1], [1, n]], offset=0))
+    nisa.dma_copy(dst=experts, src=p.inputs.block_to_expert.ap(pattern=[[1, 1], [1, n]], offset=0))
     for block_idx in range(d.n):
         process_block(p, d, block_idx, experts[0:1, block_idx:block_idx + 1])
 
@@ -661,20 +635,20 @@ def blockwise_mm_bwd(hidden_states, expert_affinities_masked, gate_up_proj_weigh
     if clamp_limits is not None:
         c = clamp_limits
         clamps = c
-    g = allocate_gradient_outputs(inputs, bias, compute_dtype)
-    hidden_states_grad, expert_affinities_masked_grad = (g.hidden_states_grad, g.expert_affinities_masked_grad)
-    gate_up_proj_weight_grad, down_proj_weight_grad = (g.gate_up_proj_weight_grad, g.down_proj_weight_grad)
-    gate_and_up_proj_bias_grad, down_proj_bias_grad = (g.gate_and_up_proj_bias_grad, g.down_proj_bias_grad)
-    p = MOEBwdParameters(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, gate_up_proj_act_checkpoint_T=gate_up_proj_act_checkpoint_T, down_proj_weight=down_proj_weight, down_proj_act_checkpoint=down_proj_act_checkpoint, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert, output_hidden_states_grad=output_hidden_states_grad, hidden_states_grad=hidden_states_grad, expert_affinities_masked_grad=expert_affinities_masked_grad, gate_up_proj_weight_grad=gate_up_proj_weight_grad, down_proj_weight_grad=down_proj_weight_grad, gate_and_up_proj_bias_grad=gate_and_up_proj_bias_grad, down_proj_bias_grad=down_proj_bias_grad, block_size=block_size, skip_dma=skip, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, clamp_limits=clamps, activation_type=activation_type)
+    grads = allocate_gradient_outputs(inputs, bias, compute_dtype)
+    p = MOEBwdParameters(inputs=inputs, grads=grads, block_size=block_size, skip_dma=skip, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, clamp_limits=clamps, activation_type=activation_type)
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
     shard_id = nl.program_id(axis=0) if grid else 0
     options = BwdOptions(shard_option=shard_option, affinity_option=affinity_option, kernel_type_option=kernel_type_option, block_tile_size=block_tile_size is not None)
     validate_bwmm_bwd(p, programs, options)
     blockwise_mm_bwd_dropless(p, programs, shard_id)
+    dx, daff = (grads.hidden_states_grad, grads.expert_affinities_masked_grad)
+    dgu, ddown = (grads.gate_up_proj_weight_grad, grads.down_proj_weight_grad)
+    gate_and_up_proj_bias_grad, down_proj_bias_grad = (grads.gate_and_up_proj_bias_grad, grads.down_proj_bias_grad)
     if gate_and_up_proj_bias_grad is not None:
         gb = gate_and_up_proj_bias_grad
         if down_proj_bias_grad is not None:
             db = down_proj_bias_grad
-            return (hidden_states_grad, expert_affinities_masked_grad, gate_up_proj_weight_grad, down_proj_weight_grad, gb, db)
-    return (hidden_states_grad, expert_affinities_masked_grad, gate_up_proj_weight_grad, down_proj_weight_grad)
+            return (dx, daff, dgu, ddown, gb, db)
+    return (dx, daff, dgu, ddown)

@@ -87,116 +87,6 @@ class MxNormOutputs(nl.NKIObject):
     "`inp + residual` `[T, H]`, when a residual is given."
 
 
-@dataclass
-class MoeBlockTensors(nl.NKIObject):
-    """The block's input and the weights every call needs."""
-
-    inp: object
-    "Active input `[B, S, H]`."
-    gamma: object
-    "The RMSNorm's gamma `[1, H]`."
-    router_weights: object
-    "Router weights `[H, E]`."
-    expert_gate_up_weights: object
-    "Fused gate/up weights `[E, H, 2, I]` (or their MX form)."
-    expert_down_weights: object
-    "Down weights `[E, I, H]` (or their MX form)."
-
-
-@dataclass
-class SharedExpertWeights(nl.NKIObject):
-    """A shared expert's weights (the library's placeholder: refused when given)."""
-
-    shared_expert_gate_w: object = None
-    "Gate weights `[H, I]`."
-    shared_expert_up_w: object = None
-    "Up weights `[H, I]`."
-    shared_expert_down_w: object = None
-    "Down weights `[I, H]`."
-
-
-@dataclass
-class ExpertWeightScales(nl.NKIObject):
-    """The experts' MX weight scales (required with MX weights)."""
-
-    expert_gate_up_weights_scale: object = None
-    "The gate/up weights' block scales."
-    expert_down_weights_scale: object = None
-    "The down weights' block scales."
-
-
-@dataclass
-class MoeBlockBiases(nl.NKIObject):
-    """The router's and the experts' biases."""
-
-    router_bias: object = None
-    "Router bias `[1, E]`."
-    expert_gate_up_bias: object = None
-    "Gate/up bias `[E, 2, I]` (or its MX form)."
-    expert_down_bias: object = None
-    "Down bias `[E, H]`."
-
-
-@dataclass
-class SharedExpertBiases(nl.NKIObject):
-    """A shared expert's biases (the library's placeholders, not read)."""
-
-    shared_expert_gate_bias: object = None
-    "Gate bias `[1, I]`."
-    shared_expert_up_bias: object = None
-    "Up bias `[1, I]`."
-    shared_expert_down_bias: object = None
-    "Down bias `[1, H]`."
-
-
-@dataclass
-class MoeBlockRouting(nl.NKIObject):
-    """How the router chooses the experts and how their affinities apply."""
-
-    top_k: int = 1
-    "Experts per token."
-    router_act_fn: RouterActFnType = RouterActFnType.SIGMOID
-    "Softmax or sigmoid of the router logits."
-    router_pre_norm: bool = True
-    "The activation before the top-k (else after it)."
-    norm_topk_prob: bool = False
-    "Normalise the top-k affinities."
-    expert_affinities_scaling_mode: ExpertAffinityScaleMode = ExpertAffinityScaleMode.NO_SCALE
-    "Whether each expert's output is multiplied by its affinity."
-
-
-@dataclass
-class HiddenActivation(nl.NKIObject):
-    """The experts' activation (its scale and bias the library's placeholders)."""
-
-    hidden_act_fn: ActFnType = ActFnType.SiLU
-    "The gate projection's activation."
-    hidden_act_scale_factor: float = None
-    "Placeholder: must be `None`."
-    hidden_act_bias: float = None
-    "Placeholder: must be `None`."
-
-
-@dataclass
-class MoeBlockOptions(nl.NKIObject):
-    """The trailing options: the router's matmul dtype, the norm's width, the
-    outputs, the expert mode and the fused residual add.
-    """
-
-    router_mm_dtype: object = nl.bfloat16
-    "The router matmul's dtype (the rows cast when it differs from `inp`'s)."
-    hidden_actual: int = None
-    "The RMSNorm's width when `H` is padded."
-    skip_router_logits: bool = False
-    "Return no router logits."
-    is_all_expert: bool = False
-    "All-expert mode (else selective-expert)."
-    rank_id: object = None
-    "`[1, 1]` rank (all-expert mode)."
-    residual: object = None
-    "`[B, S, H]` residual added first (MX all-expert mode)."
-
-
 def validate_moe_block_inputs(dims, quant, experts, has_rank_id, has_residual, router_mm_dtype):
     """The block's own rules (the phases' kernels check theirs)."""
     h, t = (dims.h, dims.t)
@@ -303,11 +193,10 @@ def moe_block_tkg(inp, gamma, router_weights, expert_gate_up_weights, expert_dow
     is given (module docs).
     """
     check_contract("moe_block_tkg", enums=(("router_act_fn", router_act_fn, RouterActFnType, "RouterActFnType member (SIGMOID, SOFTMAX)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False), ("hidden_act_fn", hidden_act_fn, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False)), dtypes=(("inp", inp, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gamma", gamma, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("router_weights", router_weights, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_gate_up_weights", expert_gate_up_weights, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4), "float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4 or float8_e4m3fn_x4", False), ("expert_down_weights", expert_down_weights, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4), "float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4 or float8_e4m3fn_x4", False), ("shared_expert_gate_w", shared_expert_gate_w, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("shared_expert_up_w", shared_expert_up_w, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("shared_expert_down_w", shared_expert_down_w, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("expert_gate_up_weights_scale", expert_gate_up_weights_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("expert_down_weights_scale", expert_down_weights_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("router_bias", router_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("expert_gate_up_bias", expert_gate_up_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("expert_down_bias", expert_down_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("shared_expert_gate_bias", shared_expert_gate_bias, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("shared_expert_up_bias", shared_expert_up_bias, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("shared_expert_down_bias", shared_expert_down_bias, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("rank_id", rank_id, (nl.int32, nl.uint32), "int32 or uint32", True), ("residual", residual, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
-    shared_w = SharedExpertWeights(shared_expert_gate_w=shared_expert_gate_w, shared_expert_up_w=shared_expert_up_w, shared_expert_down_w=shared_expert_down_w)
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
-    (shared_expert_gate_bias, shared_expert_up_bias, shared_expert_down_bias)
+    (shared_expert_up_w, shared_expert_down_w, shared_expert_gate_bias, shared_expert_up_bias, shared_expert_down_bias)
     dims = parse_moe_block_config(inp, router_weights, top_k, hidden_actual)
-    experts = ExpertConfig(is_all_expert=is_all_expert, has_shared_expert=shared_w.shared_expert_gate_w is not None)
+    experts = ExpertConfig(is_all_expert=is_all_expert, has_shared_expert=shared_expert_gate_w is not None)
     gu_dtype = expert_gate_up_weights.dtype
     quant = QuantizationConfig(is_moe_weight_mx=gu_dtype == nl.float4_e2m1fn_x4 or gu_dtype == nl.float8_e4m3fn_x4)
     validate_moe_block_inputs(dims, quant, experts, rank_id is not None, residual is not None, router_mm_dtype)

@@ -100,26 +100,6 @@ class MoECTESpec(nl.NKIObject):
     "Options of `shard_on_i`, `shard_on_i_hybrid` and `shard_on_i_dropping`."
 
 
-@dataclass
-class MoeCteTensors(nl.NKIObject):
-    """The tensors `moe_cte` opens with: the blockwise kernels' tensors,
-    the weights in the float or the MX dtypes (a `#[spread]` group).
-    """
-
-    hidden_states: object
-    "Token rows `[T + 1, H]`."
-    expert_affinities_masked: object
-    "Affinities `[(T + 1)·E, 1]`."
-    gate_up_proj_weight: object
-    "Fused gate/up weights, float or packed MX."
-    down_proj_weight: object
-    "Down weights, float or packed MX."
-    token_position_to_id: object
-    "Token of each block position `[N·B]`."
-    block_to_expert: object
-    "Expert of each block `[N, 1]`."
-
-
 @nki.jit
 def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, token_position_to_id, block_to_expert, block_size, spec, conditions=None, gate_and_up_proj_bias=None, down_proj_bias=None, quantization_config=None, gate_up_activations_T=None, down_activations=None, activation_function=ActFnType.SiLU, skip_dma=None, compute_dtype=nl.bfloat16, is_tensor_update_accumulating=True, expert_affinities_scaling_mode=ExpertAffinityScaleMode.POST_SCALE, gate_clamp_upper_limit=None, gate_clamp_lower_limit=None, up_clamp_upper_limit=None, up_clamp_lower_limit=None):
     """The context-encoding MoE of the blocks in `token_position_to_id`

@@ -87,18 +87,6 @@ class QkvTkgFusedAdd(nl.NKIObject):
 
 
 @dataclass
-class QkvTkgHeads(nl.NKIObject):
-    """The heads of the projection's columns (needed by `NBSd` and `STATIC`)."""
-
-    d_head: int = None
-    "The head dim."
-    num_kv_heads: int = None
-    "Key/value heads."
-    num_q_heads: int = None
-    "Query heads."
-
-
-@dataclass
 class QkvTkgQuantization(nl.NKIObject):
     """The weights' quantization and its scales."""
 

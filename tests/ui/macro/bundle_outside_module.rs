@@ -5,4 +5,9 @@ struct Cfg {
     tile: i64,
 }
 
+#[nki_params]
+struct Window {
+    lo: f64,
+}
+
 fn main() {}

@@ -49,6 +49,16 @@ pub mod k {
         pub s: Hbm,
     }
 
+    /// A parameter group, spread as `_` only.
+    #[nki_params]
+    pub struct Span2 {
+        pub lo: f64,
+        pub hi: f64,
+    }
+
+    #[nki_kernel]
+    pub fn group_bound(#[spread] w: Span2) {}
+
     /// A group binds a plain name or `_`.
     #[nki_kernel]
     pub fn pattern(#[spread] Pair { a, b }: Pair) {}

@@ -267,7 +267,7 @@ pub mod kernel {
     }
 
     /// The block's input and the weights every call needs.
-    #[nki_object]
+    #[nki_params]
     pub struct MoeBlockTensors {
         /// Active input `[B, S, H]`.
         #[dtypes(float32, bfloat16, float16)]
@@ -286,36 +286,29 @@ pub mod kernel {
         pub expert_down_weights: Hbm,
     }
 
-    /// A shared expert's weights (the library's placeholder: refused when given).
-    #[nki_object]
-    pub struct SharedExpertWeights {
-        /// Gate weights `[H, I]`.
+    /// The optional tensors: a shared expert's weights (the library's
+    /// placeholder, refused when given), the experts' MX weight scales
+    /// (required with MX weights), the router's and the experts' biases, and
+    /// the shared expert's biases (placeholders, not read).
+    #[nki_params]
+    pub struct MoeBlockOptionalTensors {
+        /// Shared expert gate weights `[H, I]`.
         #[default(None)]
         pub shared_expert_gate_w: Option<Hbm>,
-        /// Up weights `[H, I]`.
+        /// Shared expert up weights `[H, I]`.
         #[default(None)]
         pub shared_expert_up_w: Option<Hbm>,
-        /// Down weights `[I, H]`.
+        /// Shared expert down weights `[I, H]`.
         #[default(None)]
         pub shared_expert_down_w: Option<Hbm>,
-    }
-
-    /// The experts' MX weight scales (required with MX weights).
-    #[nki_object]
-    pub struct ExpertWeightScales {
-        /// The gate/up weights' block scales.
+        /// The gate/up weights' MX block scales.
         #[dtypes(float32, uint8)]
         #[default(None)]
         pub expert_gate_up_weights_scale: Option<Hbm>,
-        /// The down weights' block scales.
+        /// The down weights' MX block scales.
         #[dtypes(float32, uint8)]
         #[default(None)]
         pub expert_down_weights_scale: Option<Hbm>,
-    }
-
-    /// The router's and the experts' biases.
-    #[nki_object]
-    pub struct MoeBlockBiases {
         /// Router bias `[1, E]`.
         #[dtypes(float32, bfloat16, float16)]
         #[default(None)]
@@ -328,24 +321,19 @@ pub mod kernel {
         #[dtypes(float32, bfloat16, float16)]
         #[default(None)]
         pub expert_down_bias: Option<Hbm>,
-    }
-
-    /// A shared expert's biases (the library's placeholders, not read).
-    #[nki_object]
-    pub struct SharedExpertBiases {
-        /// Gate bias `[1, I]`.
+        /// Shared expert gate bias `[1, I]`.
         #[default(None)]
         pub shared_expert_gate_bias: Option<Hbm>,
-        /// Up bias `[1, I]`.
+        /// Shared expert up bias `[1, I]`.
         #[default(None)]
         pub shared_expert_up_bias: Option<Hbm>,
-        /// Down bias `[1, H]`.
+        /// Shared expert down bias `[1, H]`.
         #[default(None)]
         pub shared_expert_down_bias: Option<Hbm>,
     }
 
     /// How the router chooses the experts and how their affinities apply.
-    #[nki_object]
+    #[nki_params]
     pub struct MoeBlockRouting {
         /// Experts per token.
         #[default(1)]
@@ -365,7 +353,7 @@ pub mod kernel {
     }
 
     /// The experts' activation (its scale and bias the library's placeholders).
-    #[nki_object]
+    #[nki_params]
     pub struct HiddenActivation {
         /// The gate projection's activation.
         #[default(ActFnType::SiLU)]
@@ -380,7 +368,7 @@ pub mod kernel {
 
     /// The trailing options: the router's matmul dtype, the norm's width, the
     /// outputs, the expert mode and the fused residual add.
-    #[nki_object]
+    #[nki_params]
     pub struct MoeBlockOptions {
         /// The router matmul's dtype (the rows cast when it differs from `inp`'s).
         #[default(nl::bfloat16)]
@@ -412,20 +400,17 @@ pub mod kernel {
     #[nki_kernel]
     pub fn moe_block_tkg(
         #[spread] _: MoeBlockTensors,
-        #[spread] shared_w: SharedExpertWeights,
-        #[spread] _: ExpertWeightScales,
-        #[spread] _: MoeBlockBiases,
-        #[spread] _: SharedExpertBiases,
+        #[spread] _: MoeBlockOptionalTensors,
         #[default(1e-6)] eps: f64,
         #[spread] _: MoeBlockRouting,
         #[spread] _: HiddenActivation,
         #[spread] clamps: ClampLimits,
         #[spread] _: MoeBlockOptions,
     ) -> Outputs {
-        // The shared expert's biases are the library's placeholders, not read.
-        let _ = (shared_expert_gate_bias, shared_expert_up_bias, shared_expert_down_bias);
+        // The shared expert (refused below when given) is the library's placeholder.
+        let _ = (shared_expert_up_w, shared_expert_down_w, shared_expert_gate_bias, shared_expert_up_bias, shared_expert_down_bias);
         let dims = parse_moe_block_config(inp, router_weights, top_k, hidden_actual);
-        let experts = ExpertConfig { is_all_expert, has_shared_expert: shared_w.shared_expert_gate_w.is_some() };
+        let experts = ExpertConfig { is_all_expert, has_shared_expert: shared_expert_gate_w.is_some() };
         let gu_dtype = expert_gate_up_weights.dtype();
         let quant = QuantizationConfig { is_moe_weight_mx: gu_dtype == nl::float4_e2m1fn_x4 || gu_dtype == nl::float8_e4m3fn_x4 };
         validate_moe_block_inputs(dims, quant, experts, rank_id.is_some(), residual.is_some(), router_mm_dtype);

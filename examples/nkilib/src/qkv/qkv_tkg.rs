@@ -711,7 +711,7 @@ pub mod kernel {
     }
 
     /// The heads of the projection's columns (needed by `NBSd` and `STATIC`).
-    #[nki_object]
+    #[nki_params]
     pub struct QkvTkgHeads {
         /// The head dim.
         #[default(None)]

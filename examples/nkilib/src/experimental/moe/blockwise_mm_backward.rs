@@ -135,19 +135,19 @@ pub mod kernel {
         /// Down weights `[E, I, H]`.
         #[dtypes(float32, bfloat16, float16)]
         pub down_proj_weight: Hbm,
-        /// The forward pass's gate/up outputs, transposed `[N, 2, I, B]`.
+        /// Saved gate/up projections `[N, 2, I, B]`.
         #[dtypes(float32, bfloat16, float16)]
         pub gate_up_proj_act_checkpoint_T: Hbm,
-        /// The forward pass's down outputs `[N, B, H]`.
+        /// Saved down projections `[N, B, H]`.
         #[dtypes(float32, bfloat16, float16)]
         pub down_proj_act_checkpoint: Hbm,
-        /// Each block's token ids `[N·B]`.
+        /// Token of each position `[N·B]`.
         #[dtypes(int32)]
         pub token_position_to_id: Hbm,
-        /// Each block's expert `[N, 1]`.
+        /// Expert of each block `[N, 1]`.
         #[dtypes(int32)]
         pub block_to_expert: Hbm,
-        /// The output's gradient `[T, H]`.
+        /// Gradient of the output `[T, H]`.
         #[dtypes(float32, bfloat16, float16)]
         pub output_hidden_states_grad: Hbm,
     }
@@ -196,36 +196,10 @@ pub mod kernel {
     /// The tensors and options of a call (the library's `MOEBwdParameters`).
     #[nki_object]
     pub struct MOEBwdParameters {
-        /// Token rows `[T, H]`.
-        pub hidden_states: Tensor,
-        /// Affinities `[T·E, 1]`.
-        pub expert_affinities_masked: Tensor,
-        /// Fused gate/up weights `[E, H, 2, I]`.
-        pub gate_up_proj_weight: Tensor,
-        /// Saved gate/up projections `[N, 2, I, B]`.
-        pub gate_up_proj_act_checkpoint_T: Tensor,
-        /// Down weights `[E, I, H]`.
-        pub down_proj_weight: Tensor,
-        /// Saved down projections `[N, B, H]`.
-        pub down_proj_act_checkpoint: Tensor,
-        /// Token of each position `[N·B]`.
-        pub token_position_to_id: Tensor,
-        /// Expert of each block `[N, 1]`.
-        pub block_to_expert: Tensor,
-        /// Gradient of the output `[T, H]`.
-        pub output_hidden_states_grad: Tensor,
-        /// `[T, H]`.
-        pub hidden_states_grad: Tensor,
-        /// `[T·E, 1]`.
-        pub expert_affinities_masked_grad: Tensor,
-        /// `[E, H, 2, I]`.
-        pub gate_up_proj_weight_grad: Tensor,
-        /// `[E, I, H]`.
-        pub down_proj_weight_grad: Tensor,
-        /// `[E, 2, I]` when `bias`.
-        pub gate_and_up_proj_bias_grad: Option<Tensor>,
-        /// `[E, H]` when `bias`.
-        pub down_proj_bias_grad: Option<Tensor>,
+        /// The tensors the pass reads.
+        pub inputs: BwmmBwdInputs,
+        /// The gradients it writes.
+        pub grads: BwdGradients,
         /// Positions per block.
         pub block_size: i64,
         /// Which DMAs skip out-of-range rows.
@@ -270,15 +244,15 @@ pub mod kernel {
     /// The sizes of `p` on program `shard_id` of `programs`.
     #[nki_helper]
     pub fn bwd_dims(p: MOEBwdParameters, programs: i64, shard_id: i64) -> BwdDims {
-        let h = p.hidden_states.shape()[1];
-        let (e, i_tp) = (p.down_proj_weight.shape()[0], p.down_proj_weight.shape()[1]);
+        let h = p.inputs.hidden_states.shape()[1];
+        let (e, i_tp) = (p.inputs.down_proj_weight.shape()[0], p.inputs.down_proj_weight.shape()[1]);
         let b = p.block_size;
         let h_shard = h / programs;
         BwdDims {
             b,
             h,
             e,
-            n: p.token_position_to_id.shape()[0] / b,
+            n: p.inputs.token_position_to_id.shape()[0] / b,
             i_tp,
             num_b_tiles: b / TILE_SIZE,
             num_h_tiles: h.div_ceil(TILE_SIZE),
@@ -312,20 +286,20 @@ pub mod kernel {
     #[nki_helper]
     pub fn initialize_gradient_outputs_shard(p: MOEBwdParameters, d: BwdDims) {
         let (h, i, e, h0, hs) = (d.h, d.i_tp, d.e, d.h_offset, d.h_shard);
-        let t = p.hidden_states.shape()[0];
-        zero_rows(p.hidden_states_grad, 0, t, h0, hs);
-        let gu = p.gate_up_proj_weight_grad.reshape([e * h, GUP_PROJ_DIM * i]);
-        let dw = p.down_proj_weight_grad.reshape([e * i, h]);
+        let t = p.inputs.hidden_states.shape()[0];
+        zero_rows(p.grads.hidden_states_grad, 0, t, h0, hs);
+        let gu = p.grads.gate_up_proj_weight_grad.reshape([e * h, GUP_PROJ_DIM * i]);
+        let dw = p.grads.down_proj_weight_grad.reshape([e * i, h]);
         for x in 0..e {
             zero_rows(gu, x * h + h0, hs, 0, GUP_PROJ_DIM * i);
         }
         zero_rows(dw, 0, e * i, h0, hs);
-        let (down_bias, gate_up_bias) = (p.down_proj_bias_grad, p.gate_and_up_proj_bias_grad);
+        let (down_bias, gate_up_bias) = (p.grads.down_proj_bias_grad, p.grads.gate_and_up_proj_bias_grad);
         if let Some(db) = down_bias {
             zero_rows(db, 0, e, h0, hs);
         }
         if d.shard_id == 0 {
-            zero_rows(p.expert_affinities_masked_grad, 0, t * e, 0, 1);
+            zero_rows(p.grads.expert_affinities_masked_grad, 0, t * e, 0, 1);
             if let Some(gb) = gate_up_bias {
                 zero_rows(gb.reshape([e * GUP_PROJ_DIM, i]), 0, e * GUP_PROJ_DIM, 0, i);
             }
@@ -361,26 +335,26 @@ pub mod kernel {
     #[nki_helper]
     pub fn compute_down_projection_output_grad(p: MOEBwdParameters, d: BwdDims, block_idx: i64, tok: Sbuf, expert: Sbuf) -> Sbuf {
         let (dt, skip, h) = (p.compute_dtype, p.skip_dma.skip_token, d.h);
-        let aff = calculate_expert_affinities(p.expert_affinities_masked, tok, expert, d.e, nl::float32, p.skip_dma);
+        let aff = calculate_expert_affinities(p.inputs.expert_affinities_masked, tok, expert, d.e, nl::float32, p.skip_dma);
         let rows = expert_affinity_rows(tok, expert, d.e, p.skip_dma);
         let dz = nl::ndarray([TILE_SIZE, d.num_b_tiles, h], dt, buffer = nl::sbuf);
         let dy = nl::ndarray([TILE_SIZE, h], dt, buffer = nl::sbuf);
         let y = nl::ndarray([TILE_SIZE, h], dt, buffer = nl::sbuf);
         let prod = nl::ndarray([TILE_SIZE, h], nl::float32, buffer = nl::sbuf);
         let sums = nl::ndarray([TILE_SIZE, 1], nl::float32, buffer = nl::sbuf);
-        let daff = nl::ndarray([TILE_SIZE, 1], p.expert_affinities_masked_grad.dtype(), buffer = nl::sbuf);
+        let daff = nl::ndarray([TILE_SIZE, 1], p.grads.expert_affinities_masked_grad.dtype(), buffer = nl::sbuf);
         for j in 0..d.num_b_tiles {
             if skip {
                 nisa::memset(dy, 0.0);
             }
-            gather_token_rows(dy, p.output_hidden_states_grad, tok[s![.., j..j + 1]], 0, skip);
+            gather_token_rows(dy, p.inputs.output_hidden_states_grad, tok[s![.., j..j + 1]], 0, skip);
             let t0 = j * TILE_SIZE;
-            load_as(y, p.down_proj_act_checkpoint[s![block_idx, t0..t0 + TILE_SIZE, ..]], false);
+            load_as(y, p.inputs.down_proj_act_checkpoint[s![block_idx, t0..t0 + TILE_SIZE, ..]], false);
             if d.shard_id == 0 {
                 nisa::tensor_tensor(prod, dy, y, nl::multiply);
                 nisa::tensor_reduce(sums, nl::add, prod, 1);
                 nisa::tensor_copy(daff, sums);
-                scatter_token_rows(p.expert_affinities_masked_grad, daff, rows[s![.., j..j + 1]], 0, skip);
+                scatter_token_rows(p.grads.expert_affinities_masked_grad, daff, rows[s![.., j..j + 1]], 0, skip);
             }
             nisa::tensor_scalar(dz[s![.., j, ..]], dy, nl::multiply, aff[s![.., j..j + 1]]);
         }
@@ -431,7 +405,7 @@ pub mod kernel {
             for it in 0..d.num_i_tiles {
                 let i0 = it * TILE_SIZE;
                 let k: i64 = tile_rows(d.i_tp, it);
-                load_as(gup[s![0..k, g, it, ..]], p.gate_up_proj_act_checkpoint_T[s![block_idx, g, i0..i0 + k, ..]], false);
+                load_as(gup[s![0..k, g, it, ..]], p.inputs.gate_up_proj_act_checkpoint_T[s![block_idx, g, i0..i0 + k, ..]], false);
             }
         }
         gup
@@ -447,7 +421,7 @@ pub mod kernel {
         let w_t = nl::ndarray([TILE_SIZE, d.num_h_tiles, i], p.compute_dtype, buffer = nl::sbuf);
         for c in 0..d.num_h_tiles {
             let w: i64 = tile_rows(h, c);
-            let src = p.down_proj_weight.ap([[1, w], [h, i]], offset = c * TILE_SIZE, scalar_offset = expert, indirect_dim = 0);
+            let src = p.inputs.down_proj_weight.ap([[1, w], [h, i]], offset = c * TILE_SIZE, scalar_offset = expert, indirect_dim = 0);
             load_as(w_t[s![0..w, c, ..]], src, p.skip_dma.skip_weight);
         }
         let fs = d.b.min(PSUM_SIZE);
@@ -534,7 +508,8 @@ pub mod kernel {
                 for j in 0..d.num_b_tiles {
                     nisa::nc_matmul(ps[s![0..k, 0..w]], inter_t[s![.., j, i0..i0 + k]], dz[s![.., j, c0..c0 + w]]);
                 }
-                let dst = p.down_proj_weight_grad.ap([[h, k], [1, w]], offset = i0 * h + c0, scalar_offset = expert, indirect_dim = 0);
+                let dst =
+                    p.grads.down_proj_weight_grad.ap([[h, k], [1, w]], offset = i0 * h + c0, scalar_offset = expert, indirect_dim = 0);
                 accumulate_into(dst, ps[s![0..k, 0..w]]);
             }
         }
@@ -557,7 +532,7 @@ pub mod kernel {
                     for j in 0..d.num_b_tiles {
                         nisa::nc_matmul(ps[s![0..w, 0..n]], bt.x[s![.., j, h0..h0 + w]], dgu_t[s![.., j, g, i0..i0 + n]]);
                     }
-                    let dst = p.gate_up_proj_weight_grad.ap(
+                    let dst = p.grads.gate_up_proj_weight_grad.ap(
                         [[GUP_PROJ_DIM * i, w], [1, n]],
                         offset = h0 * GUP_PROJ_DIM * i + g * i + i0,
                         scalar_offset = bt.expert,
@@ -584,12 +559,16 @@ pub mod kernel {
             for it in 0..d.num_i_tiles {
                 let k: i64 = tile_rows(i, it);
                 let off = d.h_offset * GUP_PROJ_DIM * i + g * i + it * TILE_SIZE;
-                let src =
-                    p.gate_up_proj_weight.ap([[1, k], [GUP_PROJ_DIM * i, hs]], offset = off, scalar_offset = bt.expert, indirect_dim = 0);
+                let src = p.inputs.gate_up_proj_weight.ap(
+                    [[1, k], [GUP_PROJ_DIM * i, hs]],
+                    offset = off,
+                    scalar_offset = bt.expert,
+                    indirect_dim = 0,
+                );
                 load_as(w_t[s![0..k, g, it, ..]], src, p.skip_dma.skip_weight);
             }
         }
-        let dx = p.hidden_states_grad;
+        let dx = p.grads.hidden_states_grad;
         let rows = nl::ndarray([TILE_SIZE, hs], dx.dtype(), buffer = nl::sbuf);
         for j in 0..d.num_b_tiles {
             let idx = bt.token_indices[s![.., j..j + 1]];
@@ -630,7 +609,7 @@ pub mod kernel {
     /// ones column), and on the first program `db_gu[e] += Σ_b [dg; du]`.
     #[nki_helper]
     pub fn compute_bias_grads(p: MOEBwdParameters, d: BwdDims, bt: BlockTokens, dgu: Sbuf) {
-        let (down_bias, gate_up_bias) = (p.down_proj_bias_grad, p.gate_and_up_proj_bias_grad);
+        let (down_bias, gate_up_bias) = (p.grads.down_proj_bias_grad, p.grads.gate_and_up_proj_bias_grad);
         if let Some(db) = down_bias {
             let ones = nl::ndarray([TILE_SIZE, 1], p.compute_dtype, buffer = nl::sbuf);
             nisa::memset(ones, 1.0);
@@ -667,14 +646,14 @@ pub mod kernel {
     #[nki_helper]
     pub fn forward_inputs(p: MOEBwdParameters) -> InputTensors {
         InputTensors {
-            token_position_to_id: p.token_position_to_id,
-            block_to_expert: p.block_to_expert,
-            hidden_states: p.hidden_states,
-            gate_up_proj_weight: p.gate_up_proj_weight,
+            token_position_to_id: p.inputs.token_position_to_id,
+            block_to_expert: p.inputs.block_to_expert,
+            hidden_states: p.inputs.hidden_states,
+            gate_up_proj_weight: p.inputs.gate_up_proj_weight,
             gate_and_up_proj_bias: None,
             down_proj_bias: None,
-            down_proj_weight: p.down_proj_weight,
-            expert_affinities_masked: p.expert_affinities_masked,
+            down_proj_weight: p.inputs.down_proj_weight,
+            expert_affinities_masked: p.inputs.expert_affinities_masked,
         }
     }
 
@@ -727,7 +706,7 @@ pub mod kernel {
         initialize_gradient_outputs_shard(p, d);
         let experts = nl::ndarray([1, d.n], nl::int32, buffer = nl::sbuf);
         let n: i64 = d.n;
-        nisa::dma_copy(experts, p.block_to_expert.ap([[1, 1], [1, n]], offset = 0));
+        nisa::dma_copy(experts, p.inputs.block_to_expert.ap([[1, 1], [1, n]], offset = 0));
         for block_idx in 0..d.n {
             process_block(p, d, block_idx, experts[s![0..1, block_idx..block_idx + 1]]);
         }
@@ -738,15 +717,15 @@ pub mod kernel {
     #[nki_helper]
     pub fn validate_bwmm_bwd(p: MOEBwdParameters, programs: i64, options: BwdOptions) {
         let k = "blockwise_mm_bwd";
-        assert!(p.hidden_states.ndim() == 2, "{k}: hidden_states must be [T, H], got {}", p.hidden_states.shape());
-        let (t, h) = (p.hidden_states.shape()[0], p.hidden_states.shape()[1]);
-        let gs = p.gate_up_proj_weight.shape();
+        assert!(p.inputs.hidden_states.ndim() == 2, "{k}: hidden_states must be [T, H], got {}", p.inputs.hidden_states.shape());
+        let (t, h) = (p.inputs.hidden_states.shape()[0], p.inputs.hidden_states.shape()[1]);
+        let gs = p.inputs.gate_up_proj_weight.shape();
         assert!(
-            p.gate_up_proj_weight.ndim() == 4 && gs[1] == h && gs[2] == 2,
+            p.inputs.gate_up_proj_weight.ndim() == 4 && gs[1] == h && gs[2] == 2,
             "{k}: gate_up_proj_weight must be [E, H = {h}, 2, I], got {gs}"
         );
         let (e, i, b) = (gs[0], gs[3], p.block_size);
-        let positions = p.token_position_to_id.shape()[0];
+        let positions = p.inputs.token_position_to_id.shape()[0];
         assert!(b == 128 || b == 256 || b == 512 || b == 1024, "{k}: block_size must be 128, 256, 512 or 1024, got {b}");
         assert!(
             e > 0 && positions > 0 && positions % b == 0,
@@ -776,16 +755,16 @@ pub mod kernel {
         let act = p.activation_type;
         assert!(act == ActFnType::SiLU || act == ActFnType::Swish, "{k}: activation_type must be SiLU or Swish, got {act}");
         let n = positions / b;
-        check_2d(Some(p.expert_affinities_masked), k, "expert_affinities_masked", t * e, 1);
-        check_3d(Some(p.down_proj_weight), k, "down_proj_weight", e, i, h);
-        let ck = p.gate_up_proj_act_checkpoint_T.shape();
+        check_2d(Some(p.inputs.expert_affinities_masked), k, "expert_affinities_masked", t * e, 1);
+        check_3d(Some(p.inputs.down_proj_weight), k, "down_proj_weight", e, i, h);
+        let ck = p.inputs.gate_up_proj_act_checkpoint_T.shape();
         assert!(
-            p.gate_up_proj_act_checkpoint_T.ndim() == 4 && ck[0] == n && ck[1] == 2 && ck[2] == i && ck[3] == b,
+            p.inputs.gate_up_proj_act_checkpoint_T.ndim() == 4 && ck[0] == n && ck[1] == 2 && ck[2] == i && ck[3] == b,
             "{k}: gate_up_proj_act_checkpoint_T must be [N = {n}, 2, I = {i}, B = {b}], got {ck}"
         );
-        check_3d(Some(p.down_proj_act_checkpoint), k, "down_proj_act_checkpoint", n, b, h);
-        check_2d(Some(p.block_to_expert), k, "block_to_expert", n, 1);
-        check_2d(Some(p.output_hidden_states_grad), k, "output_hidden_states_grad", t, h);
+        check_3d(Some(p.inputs.down_proj_act_checkpoint), k, "down_proj_act_checkpoint", n, b, h);
+        check_2d(Some(p.inputs.block_to_expert), k, "block_to_expert", n, 1);
+        check_2d(Some(p.inputs.output_hidden_states_grad), k, "output_hidden_states_grad", t, h);
     }
 
     /// The options only the rules read.
@@ -834,26 +813,10 @@ pub mod kernel {
         if let Some(c) = clamp_limits {
             clamps = c;
         }
-        let g = allocate_gradient_outputs(inputs, bias, compute_dtype);
-        let (hidden_states_grad, expert_affinities_masked_grad) = (g.hidden_states_grad, g.expert_affinities_masked_grad);
-        let (gate_up_proj_weight_grad, down_proj_weight_grad) = (g.gate_up_proj_weight_grad, g.down_proj_weight_grad);
-        let (gate_and_up_proj_bias_grad, down_proj_bias_grad) = (g.gate_and_up_proj_bias_grad, g.down_proj_bias_grad);
+        let grads = allocate_gradient_outputs(inputs, bias, compute_dtype);
         let p = MOEBwdParameters {
-            hidden_states,
-            expert_affinities_masked,
-            gate_up_proj_weight,
-            gate_up_proj_act_checkpoint_T,
-            down_proj_weight,
-            down_proj_act_checkpoint,
-            token_position_to_id,
-            block_to_expert,
-            output_hidden_states_grad,
-            hidden_states_grad,
-            expert_affinities_masked_grad,
-            gate_up_proj_weight_grad,
-            down_proj_weight_grad,
-            gate_and_up_proj_bias_grad,
-            down_proj_bias_grad,
+            inputs,
+            grads,
             block_size,
             skip_dma: skip,
             compute_dtype,
@@ -867,12 +830,15 @@ pub mod kernel {
         let options = BwdOptions { shard_option, affinity_option, kernel_type_option, block_tile_size: block_tile_size.is_some() };
         validate_bwmm_bwd(p, programs, options);
         blockwise_mm_bwd_dropless(p, programs, shard_id);
+        let (dx, daff) = (grads.hidden_states_grad, grads.expert_affinities_masked_grad);
+        let (dgu, ddown) = (grads.gate_up_proj_weight_grad, grads.down_proj_weight_grad);
+        let (gate_and_up_proj_bias_grad, down_proj_bias_grad) = (grads.gate_and_up_proj_bias_grad, grads.down_proj_bias_grad);
         if let Some(gb) = gate_and_up_proj_bias_grad {
             if let Some(db) = down_proj_bias_grad {
-                return Outputs(hidden_states_grad, expert_affinities_masked_grad, gate_up_proj_weight_grad, down_proj_weight_grad, gb, db);
+                return Outputs(dx, daff, dgu, ddown, gb, db);
             }
         }
-        Outputs(hidden_states_grad, expert_affinities_masked_grad, gate_up_proj_weight_grad, down_proj_weight_grad)
+        Outputs(dx, daff, dgu, ddown)
     }
 }
 

@@ -143,7 +143,7 @@ pub mod kernel {
 
     /// The tensors `moe_cte` opens with: the blockwise kernels' tensors,
     /// the weights in the float or the MX dtypes (a `#[spread]` group).
-    #[nki_object]
+    #[nki_params]
     pub struct MoeCteTensors {
         /// Token rows `[T + 1, H]`.
         #[dtypes(float32, bfloat16, float16)]

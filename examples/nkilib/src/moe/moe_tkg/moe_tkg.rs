@@ -198,7 +198,7 @@ pub mod kernel {
 
     /// The activations' quantization scales (the library's static and
     /// pre-quantized inputs, refused here by name).
-    #[nki_object]
+    #[nki_params]
     pub struct MoeTkgInputScales {
         /// The scale of a `hidden_input` quantized upstream.
         #[default(None)]
@@ -212,7 +212,7 @@ pub mod kernel {
     }
 
     /// How the affinities weigh the experts' outputs.
-    #[nki_object]
+    #[nki_params]
     pub struct MoeTkgAffinityOptions {
         /// All-expert: zero the affinity of a local expert a token did not select.
         #[default(false)]
@@ -233,7 +233,7 @@ pub mod kernel {
         #[spread(to = expert_index)] _: MoeTkgTensors,
         is_all_expert: bool,
         #[spread(from = rank_id)] _: MoeTkgTensors,
-        #[spread] input_scales: MoeTkgInputScales,
+        #[spread] _: MoeTkgInputScales,
         #[spread] _: MoeTkgAffinityOptions,
         #[default(ActFnType::SiLU)] activation_fn: ActFnType,
         output_dtype: Option<Dtype>,
@@ -280,7 +280,7 @@ pub mod kernel {
         );
         assert!(!is_all_expert || !post || rank_id.is_some(), "moe_tkg: rank_id is required for all-expert mode with affinity scaling");
         assert!(
-            input_scales.gate_up_input_scale.is_none() && input_scales.down_input_scale.is_none(),
+            gate_up_input_scale.is_none() && down_input_scale.is_none(),
             "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported"
         );
         assert!(
