@@ -20,6 +20,20 @@ pub mod ring {
     /// per-row statistics, spans them.
     pub const P_MAX: i64 = nl::tile_size::pmax;
 
+    /// The window masks both ring passes take, in their signatures' order.
+    #[nki_params]
+    pub struct RingWindow {
+        /// Keys at most this far before a query are seen.
+        #[range(>= 0)]
+        pub window_left: Option<i64>,
+        /// Keys at most this far after a query are seen.
+        #[range(>= 0)]
+        pub window_right: Option<i64>,
+        /// Chunked attention: a query sees the keys of its chunk only.
+        #[range(>= 1)]
+        pub chunk_size: Option<i64>,
+    }
+
     /// The ring and its masks, as both passes hold them (the kernel-side
     /// counterpart of the typed API's `RingFeatures`).
     #[nki_object]

@@ -173,7 +173,7 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
     };
     // The module's constants, bundles and enums were reported by `#[nki_module]`, once.
     let enums = parse_enums(&module.enums, &mut Diagnostics::default());
-    let mut objects = parse_objects(&module.structs, &[], &enums, &mut Diagnostics::default());
+    let mut objects = parse_objects(&module.structs, &[], &enums, false, &mut Diagnostics::default());
     let mut quiet = Diagnostics::default();
     crate::check::check_objects(&objects, &enums, &mut quiet);
     if quiet.has_errors() {

@@ -125,6 +125,8 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
         for item in list {
             match item {
                 syn::Item::Enum(e) => imported_enums.push(e.clone()),
+                // A parameter group is no bundle: no field holds one.
+                syn::Item::Struct(s) if s.attrs.iter().any(|a| a.path().is_ident("nki_params")) => {}
                 syn::Item::Struct(s) => imported_structs.push(s.ident.to_string()),
                 _ => {}
             }
@@ -207,9 +209,9 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
             s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
         }
     }
-    let objects = parse_objects(&structs, &imported_structs, &all_enums, &mut diag);
+    let objects = parse_objects(&structs, &imported_structs, &all_enums, false, &mut diag);
     // A group's fields take a bundle's attributes, reported here once.
-    parse_objects(&groups, &imported_structs, &all_enums, &mut diag);
+    parse_objects(&groups, &imported_structs, &all_enums, true, &mut diag);
     check_objects(&objects, &all_enums, &mut diag);
     // Each function gets the constants and bundles without their docs and attributes.
     let bare: Vec<TokenStream> = consts
@@ -240,21 +242,21 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
             quote!(enum #name { #(#variants),* })
         }))
         .collect();
-    // What other modules import: this module's own items, as functions get them.
-    items.extend(imports::answer_macro(&bare, export.as_ref()));
-    // The module's functions get its parameter groups too (other modules do not).
+    // The parameter groups, marked: `#[spread]` reads them, nothing registers them.
     let bare: Vec<TokenStream> = bare
         .into_iter()
         .chain(groups.iter().map(|s| {
             let name = &s.ident;
             let fields = s.fields.iter().map(|f| {
                 let (n, t) = (&f.ident, &f.ty);
-                let attrs = f.attrs.iter().filter(|a| a.path().is_ident("default") || a.path().is_ident("dtypes"));
+                let attrs = f.attrs.iter().filter(|a| ["default", "dtypes", "range"].iter().any(|k| a.path().is_ident(k)));
                 quote!(#(#attrs)* #n: #t)
             });
             quote!(#[nki_params] struct #name { #(#fields),* })
         }))
         .collect();
+    // What other modules import: this module's own items, as functions get them.
+    items.extend(imports::answer_macro(&bare, export.as_ref()));
     let imported_args = imported.iter().map(|(path, list)| quote!((#path) { #(#list)* }));
     let imported_args = quote!(__imports { #(#imported_args)* });
     for item in items.iter_mut() {

@@ -22,6 +22,7 @@ pub mod cumsum;
 pub mod depthwise_conv1d;
 pub mod embeddings;
 pub mod find_nonzero_indices;
+pub mod function_size;
 pub mod indexed_flatten;
 pub mod max;
 pub mod mlp;

@@ -1248,6 +1248,84 @@ pub mod flash {
         frac
     }
 
+    /// The prefix cache's arguments.
+    #[nki_params]
+    pub struct PrefixCache {
+        /// Prefix-cache keys, in `k`'s layout.
+        #[dtypes(float32, bfloat16, float16)]
+        pub k_prior: Option<Hbm>,
+        /// Prefix-cache values `(bs_kv, seqlen_prior, d)`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub v_prior: Option<Hbm>,
+        /// The prefix's used length `(bs_kv, 1)`.
+        #[dtypes(int32)]
+        pub prior_used_len: Option<Hbm>,
+    }
+
+    /// The layouts, the cached softmax statistics and the dtypes.
+    #[nki_params]
+    pub struct CteOptions {
+        /// `q` is `(bs, seqlen_q, d)` (else `(bs, d, seqlen_q)`).
+        #[default(true)]
+        pub tp_q: bool,
+        /// `k` is `(bs_kv, seqlen_kv, d)` (else `(bs_kv, d, seqlen_kv)`).
+        #[default(false)]
+        pub tp_k: bool,
+        /// The output is `(bs, d, seqlen_q)`.
+        #[default(false)]
+        pub tp_out: bool,
+        /// Return each row's max and reciprocal sum too.
+        #[default(false)]
+        pub cache_softmax: bool,
+        /// The softmax's dtype.
+        #[default(nl::float32)]
+        pub softmax_dtype: Dtype,
+        /// The dtype of matmul results in PSUM.
+        #[default(nl::float32)]
+        pub mm_out_dtype: Dtype,
+    }
+
+    /// Context parallelism and sequence packing: this rank's offset, the
+    /// degree, how Q is sliced, and per-row key bounds.
+    #[nki_params]
+    pub struct ContextParallel {
+        /// This rank's position offset.
+        #[dtypes(int32, float32)]
+        pub cp_offset: Option<Hbm>,
+        /// The context-parallel degree.
+        pub global_cp_deg: Option<i64>,
+        /// CP with row-strided Q.
+        #[default(false)]
+        pub cp_strided_q_slicing: bool,
+        /// Per-row first key `(bs, seqlen_q, 1)` (sequence packing).
+        #[dtypes(int32, float32)]
+        pub bound_min: Option<Hbm>,
+        /// Per-row last key, like `bound_min`.
+        #[dtypes(int32, float32)]
+        pub bound_max: Option<Hbm>,
+        /// CP with striped Q and K/V.
+        #[default(false)]
+        pub cp_striped_input: bool,
+    }
+
+    /// What changes the scores besides the causal and window masks: the soft
+    /// cap, segment ids and an additive bias (the ring kernels take them too).
+    #[nki_params]
+    pub struct ScoreFeatures {
+        /// The soft cap `C` of `C·tanh(scale·s / C)`.
+        #[range(> 0.0, <= 3.4028234663852886e38)]
+        pub soft_cap: Option<f64>,
+        /// The queries' segment ids.
+        #[dtypes(int32)]
+        pub q_segment_ids: Option<Hbm>,
+        /// The keys' segment ids.
+        #[dtypes(int32)]
+        pub kv_segment_ids: Option<Hbm>,
+        /// An additive score bias.
+        #[dtypes(float32)]
+        pub bias: Option<Hbm>,
+    }
+
     /// Flash attention for prefill (context encoding), a drop-in for the NKI
     /// library's `attention_cte` (2.30): causal or not, sliding window, context
     /// parallelism (contiguous, strided or striped Q), prefix caching, sink tokens,
@@ -1278,28 +1356,13 @@ pub mod flash {
         #[dtypes(float32, bfloat16, float16)] v: Hbm,
         #[default(1.0)] scale: f64,
         #[default(true)] causal_mask: bool,
-        #[dtypes(float32, bfloat16, float16)] k_prior: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] v_prior: Option<Hbm>,
-        #[dtypes(int32)] prior_used_len: Option<Hbm>,
+        #[spread] _: PrefixCache,
         #[dtypes(float32, bfloat16, float16)] sink: Option<Hbm>,
         #[range(>= 0)] sliding_window: Option<i64>,
-        #[default(true)] tp_q: bool,
-        #[default(false)] tp_k: bool,
-        #[default(false)] tp_out: bool,
-        #[default(false)] cache_softmax: bool,
-        #[default(nl::float32)] softmax_dtype: Dtype,
-        #[default(nl::float32)] mm_out_dtype: Dtype,
-        #[dtypes(int32, float32)] cp_offset: Option<Hbm>,
-        global_cp_deg: Option<i64>,
-        #[default(false)] cp_strided_q_slicing: bool,
-        #[dtypes(int32, float32)] bound_min: Option<Hbm>,
-        #[dtypes(int32, float32)] bound_max: Option<Hbm>,
-        #[default(false)] cp_striped_input: bool,
+        #[spread] _: CteOptions,
+        #[spread] _: ContextParallel,
         #[default(false)] skip_output_normalization: bool,
-        #[range(> 0.0, <= 3.4028234663852886e38)] soft_cap: Option<f64>,
-        #[dtypes(int32)] q_segment_ids: Option<Hbm>,
-        #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
-        #[dtypes(float32)] bias: Option<Hbm>,
+        #[spread] _: ScoreFeatures,
     ) -> Outputs {
         let sw = sliding_window.unwrap_or(0);
         let [bs, s_q, d] = if tp_q { q.shape() } else { [q.shape()[0], q.shape()[2], q.shape()[1]] };

@@ -46,10 +46,10 @@ pub use ring_bwd::*;
 /// The kernel with its tile constants, its state bundles and its phase helpers.
 #[nki_module]
 pub mod ring_bwd {
-    use crate::cte::attention_cte::{mask_segments, scalar_column};
+    use crate::cte::attention_cte::{ScoreFeatures, mask_segments, scalar_column};
     use crate::ring_features::{
-        P_MAX, RingAttnFeatures, RingTensors, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions_at,
-        ring_tensors, softmax_scale_of,
+        P_MAX, RingAttnFeatures, RingTensors, RingWindow, bias_block, check_feature_inputs, pass_optional, ring_features,
+        ring_positions_at, ring_tensors, softmax_scale_of,
     };
     use crate::ring_masks::{key_bounds, row_positions, step_needed};
     use nki::prelude::*;
@@ -1134,13 +1134,8 @@ pub mod ring_bwd {
         #[default(false)] striped_attention: bool,
         #[dtypes(float32)] sinks: Option<Hbm>,
         #[default(false)] zigzag_attention: bool,
-        #[range(>= 0)] window_left: Option<i64>,
-        #[range(>= 0)] window_right: Option<i64>,
-        #[range(>= 1)] chunk_size: Option<i64>,
-        #[range(> 0.0, <= 3.4028234663852886e38)] soft_cap: Option<f64>,
-        #[dtypes(int32)] q_segment_ids: Option<Hbm>,
-        #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
-        #[dtypes(float32)] bias: Option<Hbm>,
+        #[spread] _: RingWindow,
+        #[spread] _: ScoreFeatures,
     ) -> Outputs {
         let ring: RingAttnFeatures = ring_features(
             replica_groups,

@@ -48,10 +48,10 @@ pub use ring_fwd::*;
 /// The kernel with its tile constants, its state bundles and its phase helpers.
 #[nki_module]
 pub mod ring_fwd {
-    use crate::cte::attention_cte::{MAX_HEAD_DIM, Q_GRP_SZ, attention_cte, remainder_groups};
+    use crate::cte::attention_cte::{MAX_HEAD_DIM, Q_GRP_SZ, ScoreFeatures, attention_cte, remainder_groups};
     use crate::ring_features::{
-        P_MAX, RingAttnFeatures, RingTensors, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions_at,
-        ring_tensors, softmax_scale_of,
+        P_MAX, RingAttnFeatures, RingTensors, RingWindow, bias_block, check_feature_inputs, pass_optional, ring_features,
+        ring_positions_at, ring_tensors, softmax_scale_of,
     };
     use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};
     use nki::prelude::*;
@@ -786,6 +786,34 @@ pub mod ring_fwd {
         (b, q_h, k_h, d, s)
     }
 
+    /// The ranks of the ring.
+    #[nki_params]
+    pub struct RingFwdWorkers {
+        /// The ring's ranks (all of the launch's when `None`).
+        pub replica_groups: Option<Groups>,
+        /// The ranks in the ring.
+        #[default(1)]
+        #[range(>= 1)]
+        pub num_workers: i64,
+    }
+
+    /// What the pass returns and the inputs' layouts.
+    #[nki_params]
+    pub struct RingFwdOutputs {
+        /// Return each row's log-sum-exp too (for the backward pass).
+        #[default(false)]
+        pub training: bool,
+        /// The log-sum-exp's dtype.
+        #[default(nl::float32)]
+        pub lse_dtype: Dtype,
+        /// `q` is `[b, h, S, d]` (else `[b, h, d, S]`).
+        #[default(false)]
+        pub tp_q: bool,
+        /// `k` is `[b, h_kv, S, d]` (else `[b, h_kv, d, S]`).
+        #[default(false)]
+        pub tp_k: bool,
+    }
+
     /// Ring attention forward, a drop-in for the NKI library's
     /// `ring_attention_spmd_fwd` (2.30): each of `num_workers` ranks holds `seqlen`
     /// tokens of the sequence (contiguous blocks, or every `num_workers`-th token with
@@ -821,26 +849,15 @@ pub mod ring_fwd {
         #[dtypes(float32, bfloat16, float16)] q: Hbm,
         #[dtypes(float32, bfloat16, float16)] k: Hbm,
         #[dtypes(float32, bfloat16, float16)] v: Hbm,
-        replica_groups: Option<Groups>,
-        #[default(1)]
-        #[range(>= 1)]
-        num_workers: i64,
+        #[spread] _: RingFwdWorkers,
         softmax_scale: Option<f64>,
         #[default(false)] use_causal_mask: bool,
         #[default(false)] striped_input: bool,
-        #[default(false)] training: bool,
-        #[default(nl::float32)] lse_dtype: Dtype,
-        #[default(false)] tp_q: bool,
-        #[default(false)] tp_k: bool,
+        #[spread] _: RingFwdOutputs,
         #[dtypes(float32)] sinks: Option<Hbm>,
         #[default(false)] zigzag_input: bool,
-        #[range(>= 0)] window_left: Option<i64>,
-        #[range(>= 0)] window_right: Option<i64>,
-        #[range(>= 1)] chunk_size: Option<i64>,
-        #[range(> 0.0, <= 3.4028234663852886e38)] soft_cap: Option<f64>,
-        #[dtypes(int32)] q_segment_ids: Option<Hbm>,
-        #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
-        #[dtypes(float32)] bias: Option<Hbm>,
+        #[spread] _: RingWindow,
+        #[spread] _: ScoreFeatures,
     ) -> Outputs {
         assert!(nisa::get_nc_version() > nisa::nc_version::gen2, NEEDS_TRN2);
         let (b, q_h, k_h, d, s): (i64, i64, i64, i64, i64) = check_shapes(q, k, v, tp_q, tp_k);

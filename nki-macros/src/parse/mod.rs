@@ -34,7 +34,17 @@ pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<Mod
 
 /// Parses the `#[nki_object]` structs of an `#[nki_module]`: named fields of
 /// kernel types, the module's enums `enums` and bundles among them.
-pub fn parse_objects(items: &[syn::ItemStruct], others: &[String], enums: &[EnumDef], diag: &mut Diagnostics) -> Vec<ObjectDef> {
+///
+/// Parameter groups (`#[nki_params]`, `groups` set) are read by the same rules,
+/// and their fields may also take `#[range(..)]`: a group is only ever spread
+/// into parameters, which check it.
+pub fn parse_objects(
+    items: &[syn::ItemStruct],
+    others: &[String],
+    enums: &[EnumDef],
+    groups: bool,
+    diag: &mut Diagnostics,
+) -> Vec<ObjectDef> {
     // A field may hold another bundle: one of these or of `others` (imported).
     let names = items.iter().map(|s| s.ident.to_string()).chain(others.iter().cloned()).collect();
     let cx = &mut Parser::new(diag, names, enum_names(enums));
@@ -53,12 +63,18 @@ pub fn parse_objects(items: &[syn::ItemStruct], others: &[String], enums: &[Enum
         let (mut fields, mut defaults, mut field_dtypes) = (Vec::new(), Vec::new(), Vec::new());
         for f in &named.named {
             cx.start_statement();
-            let (mut default, mut dtypes) = (None, Vec::new());
+            let (mut default, mut dtypes, mut range) = (None, Vec::new(), Vec::new());
             for a in &f.attrs {
-                if !default_or_dtypes(a, &mut default, &mut dtypes, cx) && !a.path().is_ident("doc") {
+                if groups && a.path().is_ident("range") {
+                    range = parse_range(a, cx);
+                } else if !default_or_dtypes(a, &mut default, &mut dtypes, cx) && !a.path().is_ident("doc") {
                     cx.error(
                         Spn::of(a),
-                        "the field attributes of a parameter bundle are #[default(value)], the dataclass's default, and #[dtypes(float32, ...)], the dtypes a tensor field accepts",
+                        if groups {
+                            "the field attributes of a parameter group are #[default(value)], #[dtypes(float32, ...)] and #[range(>= 0.0, < 1.0)], as a parameter's"
+                        } else {
+                            "the field attributes of a parameter bundle are #[default(value)], the dataclass's default, and #[dtypes(float32, ...)], the dtypes a tensor field accepts (a #[range] belongs to a parameter, or an #[nki_params] group's field)"
+                        },
                     );
                 }
             }
@@ -66,6 +82,9 @@ pub fn parse_objects(items: &[syn::ItemStruct], others: &[String], enums: &[Enum
                 if !dtypes.is_empty() && !ty.holds_tensor() {
                     cx.error(Spn::of(&f.ty), "#[dtypes(...)] applies to tensor fields only");
                     dtypes.clear();
+                }
+                if !range.is_empty() && !matches!(ty.item(), TypeAnn::Int(_) | TypeAnn::Float(_)) {
+                    cx.error(Spn::of(&f.ty), "#[range(...)] applies to int and float fields only");
                 }
                 fields.push((name, ty));
                 defaults.push(default);

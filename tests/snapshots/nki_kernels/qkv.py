@@ -10,7 +10,6 @@ from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
 from .kernel_contract import check_contract
 from .qkv_cte import qkv_cte
-from .qkv_cte_utils import QkvFusions
 from .qkv_cte_utils import is_float8_input
 from .qkv_tkg import qkv_tkg
 

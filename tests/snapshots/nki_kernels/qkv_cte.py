@@ -39,7 +39,6 @@ from .qkv_cte_utils import QkvCteDims
 from .qkv_cte_utils import QkvCteGlobals
 from .qkv_cte_utils import QkvCteTensors
 from .qkv_cte_utils import QkvCteUserInput
-from .qkv_cte_utils import QkvFusions
 from .qkv_cte_utils import QkvKvCacheArgs
 from .qkv_cte_utils import QkvQuantScales
 from .qkv_cte_utils import build_config

@@ -104,68 +104,6 @@ class QkvQuantScales(nl.NKIObject):
 
 
 @dataclass
-class QkvFusions(nl.NKIObject):
-    """The fusion, cache and layout parameters `qkv` and `qkv_cte` both
-    take, in the library's order (a `#[spread]` group).
-    """
-
-    fused_residual_add: bool = False
-    "Whether `mlp_prev` and `attention_prev` are added to the input."
-    mlp_prev: object = None
-    "The MLP residual `[B, S, H]`."
-    attention_prev: object = None
-    "The attention residual `[B, S, H]`."
-    fused_norm_type: NormType = NormType.NO_NORM
-    "The norm before the projection."
-    gamma_norm_weights: object = None
-    "Norm gamma `[1, H]`."
-    layer_norm_bias: object = None
-    "LayerNorm beta `[1, H]`."
-    norm_eps: float = 1e-6
-    "The norm's epsilon."
-    hidden_actual: int = None
-    "The hidden columns the norm averages over (`H` when not given)."
-    fused_rope: bool = False
-    "Whether RoPE is fused."
-    cos_cache: object = None
-    "RoPE cosines `[B, S, d_head]`."
-    sin_cache: object = None
-    "RoPE sines `[B, S, d_head]`."
-    d_head: int = None
-    "The head size."
-    num_q_heads: int = None
-    "Query heads."
-    num_kv_heads: int = None
-    "Key (and value) heads."
-    k_cache: object = None
-    "The key cache the fp8 outputs update."
-    v_cache: object = None
-    "The value cache the fp8 outputs update."
-    k_scale: object = None
-    "The keys' fp8 scale."
-    v_scale: object = None
-    "The values' fp8 scale."
-    fp8_max: float = None
-    "The fp8 range's top."
-    fp8_min: float = None
-    "The fp8 range's bottom."
-    kv_dtype: object = None
-    "The caches' dtype."
-    use_block_kv: bool = False
-    "Whether the caches are blocks addressed by `slot_mapping`."
-    block_size: int = None
-    "Tokens per cache block."
-    slot_mapping: object = None
-    "Cache slot of each token."
-    store_output_in_sbuf: bool = False
-    "The library's SBUF-output option (refused)."
-    use_auto_allocation: bool = False
-    "The library's allocation option (ignored)."
-    load_input_with_DMA_transpose: bool = True
-    "The library's DMA-transpose option."
-
-
-@dataclass
 class QkvCteConfig(nl.NKIObject):
     """The library's `QKV_CTE_Config`: what the call asks for and the dtypes
     the kernel computes in.

@@ -59,6 +59,23 @@ pub mod k {
     #[nki_kernel]
     pub fn group_bound(#[spread] w: Span2) {}
 
+    /// A group's field takes a range as a parameter does; a bundle's does not.
+    #[nki_params]
+    pub struct Ranged {
+        #[range(>= 0)]
+        pub n: Option<i64>,
+        #[range(>= 0)]
+        pub flag: bool,
+        #[unknown]
+        pub other: f64,
+    }
+
+    #[nki_object]
+    pub struct RangedBundle {
+        #[range(>= 0)]
+        pub n: i64,
+    }
+
     /// A group binds a plain name or `_`.
     #[nki_kernel]
     pub fn pattern(#[spread] Pair { a, b }: Pair) {}

@@ -16,7 +16,7 @@ pub mod kernel {
 
     /// The fusion, cache and layout parameters `qkv` and `qkv_cte` both
     /// take, in the library's order (a `#[spread]` group).
-    #[nki_object]
+    #[nki_params]
     pub struct QkvFusions {
         /// Whether `mlp_prev` and `attention_prev` are added to the input.
         #[default(false)]
