@@ -4,7 +4,7 @@ use crate::ast::{EnumDef, FnKind, ObjectDef};
 use crate::check::{self, Generation};
 use crate::diag::Diagnostics;
 use crate::emit::{python, rust};
-use crate::parse::{check_token_nesting, parse_consts, parse_enums, parse_function, parse_objects, spread_params};
+use crate::parse::{check_token_nesting, is_param_group, parse_consts, parse_enums, parse_function, parse_objects, spread_params};
 use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::spanned::Spanned;
@@ -27,7 +27,7 @@ impl ModuleItems {
     fn push(&mut self, item: syn::Item) -> syn::Result<()> {
         match item {
             syn::Item::Const(c) => self.consts.push(c),
-            syn::Item::Struct(s) if s.attrs.iter().any(|a| a.path().is_ident("nki_params")) => self.groups.push(s),
+            syn::Item::Struct(s) if is_param_group(&s) => self.groups.push(s),
             syn::Item::Struct(s) => self.structs.push(s),
             syn::Item::Enum(e) => self.enums.push(e),
             other => return Err(syn::Error::new(other.span(), "`__module` holds constants, bundles and enums")),

@@ -16,7 +16,7 @@ use crate::emit::{
     python,
     rust::{const_registration, typed_default},
 };
-use crate::parse::{parse_consts, parse_enums, parse_objects};
+use crate::parse::{PARAMS_ATTR, is_param_group, parse_consts, parse_enums, parse_objects};
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::spanned::Spanned;
@@ -126,7 +126,7 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
             match item {
                 syn::Item::Enum(e) => imported_enums.push(e.clone()),
                 // A parameter group is no bundle: no field holds one.
-                syn::Item::Struct(s) if s.attrs.iter().any(|a| a.path().is_ident("nki_params")) => {}
+                syn::Item::Struct(s) if is_param_group(s) => {}
                 syn::Item::Struct(s) => imported_structs.push(s.ident.to_string()),
                 _ => {}
             }
@@ -176,38 +176,30 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
         .into_iter()
         .chain(parse_enums(&enum_items, &mut Diagnostics::default()))
         .collect();
-    // The bundles: `#[nki_object]` structs, which stay Rust structs (cloneable).
-    let mut structs: Vec<syn::ItemStruct> = Vec::new();
-    // The parameter groups: `#[nki_params]` structs, which `#[spread]` reads.
-    let mut groups: Vec<syn::ItemStruct> = Vec::new();
+    // The bundles: `#[nki_object]` structs, which stay Rust structs (cloneable),
+    // and the parameter groups: `#[nki_params]` structs, which `#[spread]` reads.
+    let (mut structs, mut groups): (Vec<syn::ItemStruct>, Vec<syn::ItemStruct>) = (Vec::new(), Vec::new());
     for item in items.iter_mut() {
         let syn::Item::Struct(s) = item else { continue };
-        let before = s.attrs.len();
-        s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_params"));
-        if s.attrs.len() != before {
-            groups.push(s.clone());
-            for f in s.fields.iter_mut() {
-                f.attrs.retain(|a| a.path().is_ident("doc"));
-                spaces_to_tensor(&mut f.ty, crate::bounds::MAX_NESTING);
-            }
-            // A group names parameters; nothing builds it.
-            s.attrs.push(syn::parse_quote!(#[allow(dead_code)]));
+        let group = take_marker(s, PARAMS_ATTR);
+        if !group && !take_marker(s, "nki_object") {
             continue;
         }
-        let before = s.attrs.len();
-        s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_object"));
-        if s.attrs.len() != before {
-            // The parser reads the fields' `#[default(..)]`s from this copy; Rust
-            // gets them as an `impl Default` below.
-            structs.push(s.clone());
-            // Rust keeps the fields' docs; the parser reports any other attribute.
-            // A tensor field declared in its memory space (`Hbm`) is a tensor.
-            for f in s.fields.iter_mut() {
-                f.attrs.retain(|a| a.path().is_ident("doc"));
-                spaces_to_tensor(&mut f.ty, crate::bounds::MAX_NESTING);
-            }
-            s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
+        // The parser reads the fields' attributes from this copy (a bundle's
+        // `#[default(..)]`s reach Rust as an `impl Default` below).
+        if group {
+            groups.push(s.clone())
+        } else {
+            structs.push(s.clone())
         }
+        // Rust keeps the fields' docs; the parser reports any other attribute.
+        // A tensor field declared in its memory space (`Hbm`) is a tensor.
+        for f in s.fields.iter_mut() {
+            f.attrs.retain(|a| a.path().is_ident("doc"));
+            spaces_to_tensor(&mut f.ty, crate::bounds::MAX_NESTING);
+        }
+        // A bundle is a value kernels copy; a group names parameters, and nothing builds it.
+        s.attrs.push(if group { syn::parse_quote!(#[allow(dead_code)]) } else { syn::parse_quote!(#[derive(Clone, Debug)]) });
     }
     let objects = parse_objects(&structs, &imported_structs, &all_enums, false, &mut diag);
     // A group's fields take a bundle's attributes, reported here once.
@@ -220,16 +212,11 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
             let (name, ty, value) = (&c.ident, &c.ty, &c.expr);
             quote!(const #name: #ty = #value;)
         })
-        .chain(structs.iter().map(|s| {
-            let (name, fields) = (
-                &s.ident,
-                s.fields.iter().map(|f| {
-                    let (n, t) = (&f.ident, &f.ty);
-                    let attrs = f.attrs.iter().filter(|a| a.path().is_ident("default") || a.path().is_ident("dtypes"));
-                    quote!(#(#attrs)* #n: #t)
-                }),
-            );
-            quote!(struct #name { #(#fields),* })
+        .chain(structs.iter().map(|s| bare_struct(s, quote!())))
+        // The parameter groups, marked: `#[spread]` reads them, nothing registers them.
+        .chain(groups.iter().map(|s| {
+            let marker = syn::Ident::new(PARAMS_ATTR, proc_macro2::Span::call_site());
+            bare_struct(s, quote!(#[#marker]))
         }))
         .chain(enum_items.iter().map(|e| {
             let (name, variants) = (
@@ -240,19 +227,6 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
                 }),
             );
             quote!(enum #name { #(#variants),* })
-        }))
-        .collect();
-    // The parameter groups, marked: `#[spread]` reads them, nothing registers them.
-    let bare: Vec<TokenStream> = bare
-        .into_iter()
-        .chain(groups.iter().map(|s| {
-            let name = &s.ident;
-            let fields = s.fields.iter().map(|f| {
-                let (n, t) = (&f.ident, &f.ty);
-                let attrs = f.attrs.iter().filter(|a| ["default", "dtypes", "range"].iter().any(|k| a.path().is_ident(k)));
-                quote!(#(#attrs)* #n: #t)
-            });
-            quote!(#[nki_params] struct #name { #(#fields),* })
         }))
         .collect();
     // What other modules import: this module's own items, as functions get them.
@@ -305,6 +279,26 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
 /// Rewrites the memory-space tensor types of a bundle field (`Hbm`,
 /// `Option<Hbm>`), which only the DSL knows, to the Rust tensor, down to
 /// `depth` levels of generic arguments (the parser reports deeper types).
+/// Removes the attribute `marker` (by its last path segment) from `s`; whether
+/// `s` had it.
+fn take_marker(s: &mut syn::ItemStruct, marker: &str) -> bool {
+    let before = s.attrs.len();
+    s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != marker));
+    s.attrs.len() != before
+}
+
+/// A bundle or a group as the functions get it: its fields with the
+/// attributes the parser reads, after `marker`.
+fn bare_struct(s: &syn::ItemStruct, marker: TokenStream) -> TokenStream {
+    let name = &s.ident;
+    let fields = s.fields.iter().map(|f| {
+        let (n, t) = (&f.ident, &f.ty);
+        let attrs = f.attrs.iter().filter(|a| ["default", "dtypes", "range"].iter().any(|k| a.path().is_ident(k)));
+        quote!(#(#attrs)* #n: #t)
+    });
+    quote!(#marker struct #name { #(#fields),* })
+}
+
 fn spaces_to_tensor(ty: &mut syn::Type, depth: usize) {
     let syn::Type::Path(p) = ty else { return };
     if depth == 0 {

@@ -117,6 +117,7 @@ pub mod grouped {
         #[spread(prefix = "inner_")] inner: Scaling,
         #[spread(prefix = "outer_", shift = outer_offset)] outer: Scaling,
     ) -> Hbm {
+        assert!(outer.factor != 0.0, "two_affine: outer_factor must not be 0");
         let inside = affine(x, inner.factor, inner.shift);
         affine(inside, outer.factor, outer.shift)
     }
@@ -182,6 +183,10 @@ fn a_prefix_and_a_rename_name_the_fields_parameters() {
     ] {
         assert!(src.contains(line), "{line:?} not in\n{src}");
     }
+    // An assert on a group's field is the contract of the parameter it came from.
+    let checks = |name: &str| two_affine::INFO.params.iter().find(|p| p.name == name).map(|p| p.checks.to_vec());
+    assert_eq!(checks("outer_factor"), Some(vec!["two_affine: outer_factor must not be 0"]));
+    assert_eq!(checks("inner_factor"), Some(vec![]));
     let (p, f) = (2usize, 4usize);
     let xs: Vec<f64> = (0..p * f).map(|i| f64::from(i as u32) - 3.0).collect();
     let x = common::tensor(&[p, f], &xs, Dtype::F32);

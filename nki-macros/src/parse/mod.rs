@@ -10,7 +10,7 @@ mod stmt;
 mod tokens;
 mod types;
 
-pub use spread::spread_params;
+pub use spread::{PARAMS_ATTR, is_param_group, spread_params};
 pub use tokens::check_token_nesting;
 
 use crate::ast::{EnumDef, FnKind, Function, ModuleConst, ObjectDef, Param, Spn, TypeAnn};

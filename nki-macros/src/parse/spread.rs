@@ -23,6 +23,15 @@ use quote::quote;
 /// The attribute that marks a parameter group.
 const SPREAD: &str = "spread";
 
+/// The attribute that declares a struct a parameter group (`#[nki_params]`),
+/// kept on the bare struct `#[nki_module]` passes its functions and importers.
+pub const PARAMS_ATTR: &str = "nki_params";
+
+/// Whether a struct `#[nki_module]` passed along is a parameter group.
+pub fn is_param_group(s: &syn::ItemStruct) -> bool {
+    s.attrs.iter().any(|a| a.path().is_ident(PARAMS_ATTR))
+}
+
 /// Rewrites every `#[spread]` parameter of `item` into the fields of its bundle
 /// (one of `structs`, the bundles the module passes in) and prepends the
 /// binding of each named group to the body. Returns an item naming each

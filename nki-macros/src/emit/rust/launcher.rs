@@ -314,19 +314,28 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
 
 /// The shape contract of the parameter `param` as the kernel states it at the
 /// top of its body: the dims `let [n, d] = param.shape();` names (as `[n, d]`)
-/// and the messages of the top-level asserts that read `param` or those dims.
+/// and the messages of the top-level asserts that read `param`, those dims, or
+/// `param` as a field of a bundle built at the top (a `#[spread]` group's
+/// binding: `rope.cos` reads `cos`).
 fn contract(f: &Function, info: &Info, param: &str) -> (String, Vec<TokenStream>) {
-    let mut names = vec![param.to_string()];
+    let mut of = Readings { names: vec![param.to_string()], fields: Vec::new() };
     let mut shape = String::new();
     for s in &f.body.stmts {
-        if let Stmt::Let { pat: Pat::Slice(items, _), init, .. } = s
-            && let ExprKind::Method { recv, name, .. } = &init.kind
-            && name == "shape"
-            && matches!(&recv.kind, ExprKind::Var(v) if v == param)
-        {
-            let dims: Vec<String> = items.iter().map(|p| if let Pat::Ident(i, _) = p { i.to_string() } else { "_".into() }).collect();
-            shape = format!("[{}]", dims.join(", "));
-            names.extend(dims);
+        match s {
+            Stmt::Let { pat: Pat::Slice(items, _), init, .. }
+                if let ExprKind::Method { recv, name, .. } = &init.kind
+                    && name == "shape"
+                    && matches!(&recv.kind, ExprKind::Var(v) if v == param) =>
+            {
+                let dims: Vec<String> = items.iter().map(|p| if let Pat::Ident(i, _) = p { i.to_string() } else { "_".into() }).collect();
+                shape = format!("[{}]", dims.join(", "));
+                of.names.extend(dims);
+            }
+            Stmt::Let { pat: Pat::Ident(binding, _), init, .. } if let ExprKind::Struct(_, fields, _) = &init.kind => {
+                let from_param = fields.iter().filter(|(_, e)| matches!(&e.kind, ExprKind::Var(v) if v == param));
+                of.fields.extend(from_param.map(|(field, _)| (binding.to_string(), field.to_string())));
+            }
+            _ => {}
         }
     }
     let checks = f
@@ -334,26 +343,40 @@ fn contract(f: &Function, info: &Info, param: &str) -> (String, Vec<TokenStream>
         .stmts
         .iter()
         .filter_map(|s| match s {
-            Stmt::Assert { cond, msg: Some(msg), .. } if reads(cond, &names) => Some(message_text(info, msg)),
+            Stmt::Assert { cond, msg: Some(msg), .. } if of.read_by(cond) => Some(message_text(info, msg)),
             _ => None,
         })
         .collect();
     (shape, checks)
 }
 
-/// Whether `e` reads any of the variables `names`.
-fn reads(e: &Expr, names: &[String]) -> bool {
-    let any = |es: &[Expr]| es.iter().any(|e| reads(e, names));
-    match &e.kind {
-        ExprKind::Var(v) => names.iter().any(|n| v == n),
-        ExprKind::Unary(_, x) | ExprKind::Cast(x, _) | ExprKind::Some(x) | ExprKind::Field(x, _) | ExprKind::Attr(x, _) => reads(x, names),
-        ExprKind::Binary(_, a, b) | ExprKind::Repeat(a, b) => reads(a, names) || reads(b, names),
-        ExprKind::If(c, a, b) => reads(c, names) || reads(a, names) || reads(b, names),
-        ExprKind::Call { args, .. } => args.iter().any(|a| reads(&a.value, names)),
-        ExprKind::Method { recv, args, .. } => reads(recv, names) || args.iter().any(|a| reads(&a.value, names)),
-        ExprKind::Index { base, .. } => reads(base, names),
-        ExprKind::Tuple(items) | ExprKind::List(items) => any(items),
-        _ => false,
+/// The variables that stand for one parameter, and the `(bundle, field)`
+/// pairs that hold it.
+struct Readings {
+    names: Vec<String>,
+    fields: Vec<(String, String)>,
+}
+
+impl Readings {
+    /// Whether `e` reads the parameter.
+    fn read_by(&self, e: &Expr) -> bool {
+        let any = |es: &[Expr]| es.iter().any(|e| self.read_by(e));
+        match &e.kind {
+            ExprKind::Var(v) => self.names.iter().any(|n| v == n),
+            ExprKind::Attr(x, field) if matches!(&x.kind, ExprKind::Var(b) if self.fields.iter().any(|(fb, ff)| b == fb && field == ff)) => {
+                true
+            }
+            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) | ExprKind::Some(x) | ExprKind::Field(x, _) | ExprKind::Attr(x, _) => {
+                self.read_by(x)
+            }
+            ExprKind::Binary(_, a, b) | ExprKind::Repeat(a, b) => self.read_by(a) || self.read_by(b),
+            ExprKind::If(c, a, b) => self.read_by(c) || self.read_by(a) || self.read_by(b),
+            ExprKind::Call { args, .. } => args.iter().any(|a| self.read_by(&a.value)),
+            ExprKind::Method { recv, args, .. } => self.read_by(recv) || args.iter().any(|a| self.read_by(&a.value)),
+            ExprKind::Index { base, .. } => self.read_by(base),
+            ExprKind::Tuple(items) | ExprKind::List(items) => any(items),
+            _ => false,
+        }
     }
 }
 
