@@ -231,7 +231,7 @@ class OutProjection(nl.NKIObject):
 class BlockOptions(nl.NKIObject):
     """The arguments with defaults (the library's "optional params")."""
 
-    softmax_scale: float = None
+    softmax_scale: object
     "Multiplies `Q·Kᵀ` (`1/sqrt(d)` when `None`)."
     enable_fa_s_prior_tiling: bool = True
     "Tile the prior context in the flash attention."

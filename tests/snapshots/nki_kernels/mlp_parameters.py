@@ -127,7 +127,7 @@ class MLPParameters(nl.NKIObject):
 class MlpOutputOptions(nl.NKIObject):
     """Where the output goes and in what dtype."""
 
-    output_dtype: object = None
+    output_dtype: object
     "The output's dtype (the hidden rows' when `None`)."
     store_output_in_sbuf: bool = False
     "Leave the output in SBUF (refused: the output is an HBM tensor)."

@@ -104,9 +104,9 @@ class QkvTkgQuantization(nl.NKIObject):
 class QkvTkgBiases(nl.NKIObject):
     """The projection's and the LayerNorm's biases."""
 
-    qkv_bias: object = None
+    qkv_bias: object
     "`[1, I]`, added to the projection."
-    norm_bias: object = None
+    norm_bias: object
     "`[1, H]`, the LayerNorm's beta."
 
 

@@ -158,7 +158,6 @@ pub mod kernel {
     #[nki_object]
     pub struct MlpOutputOptions {
         /// The output's dtype (the hidden rows' when `None`).
-        #[default(None)]
         pub output_dtype: Option<Dtype>,
         /// Leave the output in SBUF (refused: the output is an HBM tensor).
         #[default(false)]

@@ -293,42 +293,31 @@ pub mod kernel {
     #[nki_params]
     pub struct MoeBlockOptionalTensors {
         /// Shared expert gate weights `[H, I]`.
-        #[default(None)]
         pub shared_expert_gate_w: Option<Hbm>,
         /// Shared expert up weights `[H, I]`.
-        #[default(None)]
         pub shared_expert_up_w: Option<Hbm>,
         /// Shared expert down weights `[I, H]`.
-        #[default(None)]
         pub shared_expert_down_w: Option<Hbm>,
         /// The gate/up weights' MX block scales.
         #[dtypes(float32, uint8)]
-        #[default(None)]
         pub expert_gate_up_weights_scale: Option<Hbm>,
         /// The down weights' MX block scales.
         #[dtypes(float32, uint8)]
-        #[default(None)]
         pub expert_down_weights_scale: Option<Hbm>,
         /// Router bias `[1, E]`.
         #[dtypes(float32, bfloat16, float16)]
-        #[default(None)]
         pub router_bias: Option<Hbm>,
         /// Gate/up bias `[E, 2, I]` (or its MX form).
         #[dtypes(float32, bfloat16, float16)]
-        #[default(None)]
         pub expert_gate_up_bias: Option<Hbm>,
         /// Down bias `[E, H]`.
         #[dtypes(float32, bfloat16, float16)]
-        #[default(None)]
         pub expert_down_bias: Option<Hbm>,
         /// Shared expert gate bias `[1, I]`.
-        #[default(None)]
         pub shared_expert_gate_bias: Option<Hbm>,
         /// Shared expert up bias `[1, I]`.
-        #[default(None)]
         pub shared_expert_up_bias: Option<Hbm>,
         /// Shared expert down bias `[1, H]`.
-        #[default(None)]
         pub shared_expert_down_bias: Option<Hbm>,
     }
 
@@ -359,10 +348,8 @@ pub mod kernel {
         #[default(ActFnType::SiLU)]
         pub hidden_act_fn: ActFnType,
         /// Placeholder: must be `None`.
-        #[default(None)]
         pub hidden_act_scale_factor: Option<f64>,
         /// Placeholder: must be `None`.
-        #[default(None)]
         pub hidden_act_bias: Option<f64>,
     }
 
@@ -374,7 +361,6 @@ pub mod kernel {
         #[default(nl::bfloat16)]
         pub router_mm_dtype: Dtype,
         /// The RMSNorm's width when `H` is padded.
-        #[default(None)]
         pub hidden_actual: Option<i64>,
         /// Return no router logits.
         #[default(false)]
@@ -384,10 +370,8 @@ pub mod kernel {
         pub is_all_expert: bool,
         /// `[1, 1]` rank (all-expert mode).
         #[dtypes(int32, uint32)]
-        #[default(None)]
         pub rank_id: Option<Hbm>,
         /// `[B, S, H]` residual added first (MX all-expert mode).
-        #[default(None)]
         pub residual: Option<Hbm>,
     }
 

@@ -714,13 +714,10 @@ pub mod kernel {
     #[nki_params]
     pub struct QkvTkgHeads {
         /// The head dim.
-        #[default(None)]
         pub d_head: Option<i64>,
         /// Key/value heads.
-        #[default(None)]
         pub num_kv_heads: Option<i64>,
         /// Query heads.
-        #[default(None)]
         pub num_q_heads: Option<i64>,
     }
 
@@ -748,11 +745,9 @@ pub mod kernel {
     pub struct QkvTkgBiases {
         /// `[1, I]`, added to the projection.
         #[dtypes(float32, bfloat16, float16)]
-        #[default(None)]
         pub qkv_bias: Option<Hbm>,
         /// `[1, H]`, the LayerNorm's beta.
         #[dtypes(float32, bfloat16, float16)]
-        #[default(None)]
         pub norm_bias: Option<Hbm>,
     }
 

@@ -297,7 +297,6 @@ pub mod kernel {
     #[nki_object]
     pub struct BlockOptions {
         /// Multiplies `Q·Kᵀ` (`1/sqrt(d)` when `None`).
-        #[default(None)]
         pub softmax_scale: Option<f64>,
         /// Tile the prior context in the flash attention.
         #[default(true)]

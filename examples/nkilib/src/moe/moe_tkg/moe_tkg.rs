@@ -201,13 +201,10 @@ pub mod kernel {
     #[nki_params]
     pub struct MoeTkgInputScales {
         /// The scale of a `hidden_input` quantized upstream.
-        #[default(None)]
         pub hidden_input_scale: Option<Hbm>,
         /// Static quantization: the gate/up input's scale.
-        #[default(None)]
         pub gate_up_input_scale: Option<Hbm>,
         /// Static quantization: the down input's scale.
-        #[default(None)]
         pub down_input_scale: Option<Hbm>,
     }
 
@@ -218,7 +215,6 @@ pub mod kernel {
         #[default(false)]
         pub mask_unselected_experts: bool,
         /// Affinities applied eagerly (refused with `is_all_expert`).
-        #[default(None)]
         pub expert_affinities_eager: Option<Hbm>,
         /// Whether each expert's output is multiplied by its affinity.
         #[default(ExpertAffinityScaleMode::NO_SCALE)]
