@@ -232,7 +232,7 @@ impl Ctx {
     pub(crate) fn validated(&self) -> Result<()> {
         let Some(d) = self.deferred.replace(None) else { return Ok(()) };
         self.world.check_unwritten(self.strict_uninit, d.op, d.line, d.reads.iter().map(|t| (t, Reach::Whole)))?;
-        d.writes.iter().for_each(Tensor::mark_written);
+        mark_writes(d.op, &d.writes);
         Ok(())
     }
 
@@ -317,7 +317,7 @@ impl Ctx {
             return Ok(());
         }
         self.world.check_unwritten(self.strict_uninit, op, self.line.get(), reads.iter().map(|&t| (t, Reach::Whole)))?;
-        writes.iter().for_each(|w| w.mark_written());
+        mark_writes(op, writes);
         Ok(())
     }
 
@@ -481,5 +481,21 @@ impl Ctx {
                 Ok(())
             },
         )
+    }
+}
+
+/// Marks the destinations instruction `op` is about to write as written. A
+/// tile's unwritten cells may hold an earlier allocation's leftovers
+/// (`tensor::unwritten`): unless `op` overwrites every cell of its destinations
+/// ([`crate::isa::OVERWRITES`]), those of `writes` are zeroed first, for the
+/// instruction may keep or add onto some of them. So are those of a byte or
+/// indirection view, whose elements may cover only part of a tile's cells.
+fn mark_writes<T: std::borrow::Borrow<Tensor>>(op: &str, writes: &[T]) {
+    let overwrites = crate::isa::OVERWRITES.contains(&op);
+    for w in writes.iter().map(T::borrow) {
+        if !overwrites || w.storage().base.is_some() || w.is_indirect() {
+            w.zero_leftovers(Reach::Whole);
+        }
+        w.mark_written();
     }
 }

@@ -12,6 +12,7 @@ pub mod memory;
 mod precision;
 pub(crate) mod world;
 
+pub use crate::tensor::POISON_TILES_ENV;
 pub use ctx::Ctx;
 pub use launch::{Launch, RunReport, STRICT_UNINIT_ENV};
 pub use memory::{Allocator, MemoryReport};

@@ -379,7 +379,15 @@ pub(crate) fn find_unwritten<'a>(op: &str, reads: impl IntoIterator<Item = (&'a 
     if op == "nisa.core_barrier" {
         return Vec::new();
     }
-    reads.into_iter().filter_map(|(r, reach)| r.unwritten_read(reach).map(|f| (r.allocation_description(), f))).collect()
+    reads
+        .into_iter()
+        .filter_map(|(r, reach)| {
+            let found = r.unwritten_read(reach)?;
+            // The instruction reads them next: as zero bits, whatever the tile's buffer held.
+            r.zero_leftovers(reach);
+            Some((r.allocation_description(), found))
+        })
+        .collect()
 }
 
 /// `op (file:line)`, or the op alone when the line is not known.

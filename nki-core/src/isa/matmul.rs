@@ -189,12 +189,13 @@ fn double_row(
     if dst.dtype() != Dtype::F32 || dt.np != m || dt.nf != n {
         return Err(NkiError::shape(OP, format!("dst {} must be float32, {m} partitions x {n} elements", dst.describe())));
     }
+    let state = accumulation(ctx, OP, dst, accumulate)?;
+    ctx.validated()?;
     // Row `p` of either operand is its pair (j = 0, then 1): as [2·K, free] the rows are `2p + j`.
     let (a, b) = (read_tile(stationary, st), read_tile(moving, mv));
     let mut out = vec![0f32; m * n];
     let (am, bm) = (Mat { offset: 0, rs: 1, cs: m as isize }, Mat { offset: 0, rs: n as isize, cs: 1 });
     sgemm_split(ctx.helpers(), m, 2 * k, n, &a, am, &b, bm, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
-    let state = accumulation(ctx, OP, dst, accumulate)?;
     write_accumulated(ctx, dst, dt, out, state);
     Ok(())
 }

@@ -37,6 +37,33 @@ mod top8;
 mod topk;
 mod xorwow;
 
+/// The instructions whose emulation writes every cell of each destination it
+/// records from its sources alone, never reading what the destination held
+/// (`nc_matmul` adds only onto cells a matmul wrote since the tile's
+/// allocation). A tile that starts in a reused buffer
+/// (`tensor::unwritten`) then needs no zeroing of the cells they write;
+/// any other instruction gets its destinations' unwritten cells zeroed first.
+pub(crate) const OVERWRITES: &[&str] = &[
+    "nisa.activation",
+    "nisa.activation_reduce",
+    "nisa.affine_select",
+    "nisa.dma_copy",
+    "nisa.dma_transpose",
+    "nisa.exponential",
+    "nisa.iota",
+    "nisa.memset",
+    "nisa.nc_matmul",
+    "nisa.nc_transpose",
+    "nisa.range_select",
+    "nisa.reciprocal",
+    "nisa.scalar_tensor_tensor",
+    "nisa.tensor_copy",
+    "nisa.tensor_reduce",
+    "nisa.tensor_scalar",
+    "nisa.tensor_scalar_reduce",
+    "nisa.tensor_tensor",
+];
+
 pub use activate2::{Activate2Opts, activate2};
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
 pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};

@@ -229,7 +229,8 @@ pub fn range_select(
     const OP: &str = "nisa.range_select";
     ctx.begin_op(OP)?;
     ctx.defer_unwritten(OP);
-    ctx.record(OP, crate::profile::Unit::Vector, &[on_true_tile, bound0, bound1], &[dst])?;
+    let writes: Vec<&Tensor> = [Some(dst), opts.reduce_res].into_iter().flatten().collect();
+    ctx.record(OP, crate::profile::Unit::Vector, &[on_true_tile, bound0, bound1], &writes)?;
     if !ctx.hw().has_range_select {
         return Err(NkiError::constraint(OP, format!("range_select needs trn2 or later; the launch targets {}", ctx.generation())));
     }

@@ -180,9 +180,17 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
         }
         let kind = if buffer == Buffer::Psum { OnChip::Psum } else { OnChip::Sbuf };
         let lease = ctx.pool.allocate(kind, name, &dims, dtype, opts.address).map_err(|e| e.in_op(OP))?;
-        let cells = crate::tensor::filled(numel, Storage::uninit_cell(dtype));
+        // A placed tile's cells may alias another's bytes (`emulator::memory`),
+        // which it reads as they are: only an unplaced one starts in leftovers.
+        let reused = if opts.address.is_none() { crate::tensor::leftover(numel) } else { None };
+        let leftovers = reused.is_some();
+        let cells = reused.unwrap_or_else(|| crate::tensor::filled(numel, Storage::uninit_cell(dtype)));
         let st = Storage::new((name, explicit.is_some()), dtype, buffer, &dims, cells, Some(lease));
-        st.start_unwritten();
+        if leftovers {
+            st.start_unwritten_over_leftovers();
+        } else {
+            st.start_unwritten();
+        }
         if let Some(l) = st.lease() {
             ctx.pool.bind(l, &st);
         }

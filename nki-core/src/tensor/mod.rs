@@ -30,7 +30,8 @@ pub use layout::{Layout, row_major_strides};
 pub use outputs::Outputs;
 pub(crate) use psum_writes::Writer;
 pub use rearrange::Pattern;
-pub(crate) use recycle::{filled, give_back, take};
+pub use recycle::POISON_TILES_ENV;
+pub(crate) use recycle::{filled, give_back, leftover, take};
 pub(crate) use reinterpret::{Cells, bytes_of_cell, cell_of_bytes};
 pub(crate) use storage::Storage;
 pub(crate) use unwritten::{Found, Reach};
@@ -264,6 +265,7 @@ impl Tensor {
 
     /// The view's values as `f32`, in logical (row-major) order.
     pub fn to_f32_vec(&self) -> Vec<f32> {
+        self.zero_leftovers(Reach::Whole);
         let mut out = Vec::new();
         self.layout.gather(&self.read(), &mut out);
         if !self.dtype().is_float() {
@@ -296,6 +298,7 @@ impl Tensor {
 
     /// The view's values as exact integers (floats truncate toward zero).
     pub fn to_i64_vec(&self) -> Vec<i64> {
+        self.zero_leftovers(Reach::Whole);
         let mut out = Vec::new();
         self.layout.gather(&self.read(), &mut out);
         let d = self.dtype();

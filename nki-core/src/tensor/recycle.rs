@@ -2,11 +2,12 @@
 //!
 //! Kernels allocate the same big tiles over and over (a score tile per query
 //! group, an output per ring step). A fresh multi-megabyte `Vec` comes from new
-//! pages that the OS must fault in and zero before the emulator fills them with
-//! NaN; handing a dropped buffer to the next allocation of similar size skips
-//! that work. The spare buffers are one pool for the whole process, held to
-//! [`CAP_BYTES`]: a launch of `W` ranks runs `W` threads, and a cap per thread
-//! would let spares alone grow to `W` times it.
+//! pages that the OS must fault in and zero; handing a dropped buffer to the
+//! next allocation of similar size skips that work, and an on-chip tile takes
+//! it as it was left ([`leftover`]), with no fill at all. The spare buffers
+//! are one pool for the whole process, held to [`CAP_BYTES`]: a launch of `W`
+//! ranks runs `W` threads, and a cap per thread would let spares alone grow to
+//! `W` times it.
 
 use std::sync::Mutex;
 
@@ -24,14 +25,20 @@ struct Spares {
 impl Spares {
     /// A spare buffer whose capacity is between `n` and `2n`, emptied.
     fn take(&mut self, n: usize) -> Option<Vec<f32>> {
+        let mut v = self.take_as_left(n)?;
+        v.clear();
+        Some(v)
+    }
+
+    /// A spare buffer whose capacity is between `n` and `2n`, its cells as they were.
+    fn take_as_left(&mut self, n: usize) -> Option<Vec<f32>> {
         if n < MIN_CELLS {
             return None;
         }
         let fits = |v: &Vec<f32>| (n..=2 * n).contains(&v.capacity());
         let best = self.bufs.iter().enumerate().filter(|(_, v)| fits(v)).min_by_key(|(_, v)| v.capacity()).map(|(i, _)| i)?;
-        let mut v = self.bufs.swap_remove(best);
+        let v = self.bufs.swap_remove(best);
         self.bytes -= v.capacity() * 4;
-        v.clear();
         Some(v)
     }
 
@@ -61,6 +68,38 @@ pub(crate) fn filled(n: usize, value: f32) -> Vec<f32> {
         }
         None => vec![value; n],
     }
+}
+
+/// `n` cells of a spare buffer as its last user left them (cells past that
+/// user's length are zero), when there is one: for an allocation whose
+/// unwritten cells are zeroed only where something reads or partly writes them
+/// ([`super::unwritten`]), so a tile the kernel overwrites is never filled.
+pub(crate) fn leftover(n: usize) -> Option<Vec<f32>> {
+    if poisoned() {
+        return Some(vec![f32::NAN; n]);
+    }
+    if n < MIN_CELLS {
+        return None;
+    }
+    let mut v = spares().take_as_left(n)?;
+    if v.len() >= n {
+        v.truncate(n);
+    } else {
+        v.resize(n, 0.0);
+    }
+    Some(v)
+}
+
+/// The variable that makes every [`leftover`] buffer NaN, whatever its size: a
+/// self-check of the emulator. Results are the same with it set; an
+/// instruction that saw a cell nothing wrote without having it zeroed first
+/// would turn NaN (`.ci/test` runs the kernel suites under it).
+pub const POISON_TILES_ENV: &str = "NKI_POISON_TILES";
+
+/// Whether [`POISON_TILES_ENV`] is set (read once).
+fn poisoned() -> bool {
+    static POISONED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *POISONED.get_or_init(|| std::env::var_os(POISON_TILES_ENV).is_some_and(|v| !v.is_empty() && v != "0"))
 }
 
 /// An empty buffer with room for `n` cells, a spare one when there is one.

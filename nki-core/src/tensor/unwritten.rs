@@ -10,6 +10,17 @@
 //! allocation unwritten, and dropped once every cell is written: a tile filled by
 //! one instruction never has one, and a written allocation costs one atomic load
 //! per operand.
+//!
+//! A large on-chip tile may instead start in a buffer an earlier allocation
+//! left behind ([`Storage::start_unwritten_over_leftovers`]): filling every cell
+//! with zero bits cost as much as an attention kernel's exponentials, and most
+//! tiles are overwritten whole by their first instruction. Its unwritten cells
+//! hold leftovers until something could see them, and are zeroed then: the
+//! cells an instruction reads ([`crate::emulator::Ctx::record`] and the checks
+//! of partial reads), the cells of a destination whose instruction does not
+//! overwrite every one of them ([`crate::isa::OVERWRITES`]), and the values a
+//! caller takes out ([`Tensor::to_f32_vec`]). Every observable value is the one
+//! a zero-filled tile gives.
 
 use super::psum_writes::unravel;
 use super::{Storage, Tensor};
@@ -25,6 +36,9 @@ pub(crate) struct Unwritten {
     cells: usize,
     /// How many cells are unwritten.
     left: usize,
+    /// The zero bits of the allocation's dtype, when its unwritten cells hold
+    /// leftovers of an earlier allocation rather than them.
+    leftovers: Option<f32>,
 }
 
 /// The unwritten cells an instruction read from one allocation.
@@ -56,7 +70,34 @@ fn words(start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
 
 impl Unwritten {
     pub(crate) fn new(cells: usize) -> Unwritten {
-        Unwritten { mask: None, cells, left: cells }
+        Unwritten { mask: None, cells, left: cells, leftovers: None }
+    }
+
+    /// Whether cell `c` is unwritten (it is in the allocation).
+    fn is_unwritten(&self, c: usize) -> bool {
+        self.mask.as_ref().is_none_or(|m| m.get(c / 64).is_some_and(|w| w >> (c % 64) & 1 == 1))
+    }
+
+    /// Sets the unwritten cells among `start + i * step` for `i` in `0..n` (those
+    /// in the allocation) of `values` to `zero`.
+    fn zero_run(&self, values: &mut [f32], zero: f32, start: isize, n: usize, step: isize) {
+        match self.in_bounds(start, n) {
+            Some(s) if step == 1 || n == 1 => match &self.mask {
+                None => values[s..s + n].fill(zero),
+                Some(mask) => words(s, n, |w, m| {
+                    let mut set = mask[w] & m;
+                    while set != 0 {
+                        values[w * 64 + set.trailing_zeros() as usize] = zero;
+                        set &= set - 1;
+                    }
+                }),
+            },
+            _ => (0..n as isize).filter_map(|i| usize::try_from(start + i * step).ok()).for_each(|c| {
+                if c < self.cells && self.is_unwritten(c) {
+                    values[c] = zero;
+                }
+            }),
+        }
     }
 
     /// The cells `start..start + n`, when they are all in the allocation.
@@ -172,6 +213,16 @@ impl Storage {
         self.fresh.store(true, Ordering::Release);
     }
 
+    /// [`Storage::start_unwritten`] for an allocation whose cells hold what an
+    /// earlier one left ([`super::recycle::leftover`]): the unwritten ones read
+    /// as zero bits all the same (see the module docs).
+    pub(crate) fn start_unwritten_over_leftovers(&self) {
+        let mut u = Unwritten::new(self.len());
+        u.leftovers = Some(Storage::uninit_cell(self.dtype));
+        *self.unwritten.lock().unwrap_or_else(|e| e.into_inner()) = Some(u);
+        self.fresh.store(true, Ordering::Release);
+    }
+
     /// Notes that cell `cell` of this allocation holds a written value (bytes
     /// another placed tile wrote).
     pub(crate) fn mark_cell_written(&self, cell: usize) {
@@ -195,7 +246,7 @@ impl Storage {
         let guard = self.unwritten.lock().unwrap_or_else(|e| e.into_inner());
         match guard.as_ref() {
             None => f(None),
-            Some(u) => f(Some(&|c: usize| u.mask.as_ref().is_none_or(|m| m.get(c / 64).is_some_and(|w| w >> (c % 64) & 1 == 1)))),
+            Some(u) => f(Some(&|c: usize| u.is_unwritten(c))),
         }
     }
 
@@ -224,6 +275,21 @@ impl Tensor {
             *guard = None;
             st.fresh.store(false, Ordering::Release);
         }
+    }
+
+    /// Sets the unwritten cells of this view `reach` names that hold leftovers
+    /// (see the module docs) to zero bits, as a fresh allocation holds them.
+    pub(crate) fn zero_leftovers(&self, reach: Reach<'_>) {
+        let st = self.storage().allocation();
+        if !st.fresh.load(Ordering::Acquire) {
+            return;
+        }
+        let guard = st.unwritten.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((u, zero)) = guard.as_ref().and_then(|u| Some((u, u.leftovers?))) else { return };
+        // Only an on-chip tile holds leftovers, and no one else takes its cells'
+        // lock while holding this record's (write races lock shared HBM only).
+        let mut cells = st.cells.write().unwrap_or_else(|e| e.into_inner());
+        base_runs(self, reach, |start, n, step| u.zero_run(&mut cells, zero, start, n, step));
     }
 
     /// Whether the allocation holding this view's cells may have unwritten cells
@@ -307,5 +373,144 @@ mod tests {
         whole.mark_written();
         assert_eq!(whole.unwritten_read(Reach::Whole), None);
         assert!(!whole.storage().fresh.load(Ordering::Acquire), "one write of every cell leaves nothing to track");
+    }
+
+    /// A storage of `shape` over `leftover` cells, every one unwritten.
+    fn over_leftovers(shape: &[usize], leftover: f32) -> Tensor {
+        let n = shape.iter().product();
+        let st = Storage::new(("t", false), Dtype::F32, Buffer::Sbuf, shape, vec![leftover; n], None);
+        st.start_unwritten_over_leftovers();
+        Tensor::from_storage(st)
+    }
+
+    fn cells(t: &Tensor) -> Vec<f32> {
+        t.storage().cells.read().unwrap().clone()
+    }
+
+    #[test]
+    fn zeroing_leftovers_touches_the_unwritten_cells_of_the_view_only() {
+        use crate::tensor::Layout;
+        let t = over_leftovers(&[3, 50], 7.0);
+        let block = t.with_layout(Layout { offset: 10, shape: vec![3, 40], strides: vec![50, 1] });
+        block.mark_written();
+        block.layout().clone().scatter_with(&mut t.storage().cells.write().unwrap(), &[1.0; 120], |c| c);
+        // A column crossing written and unwritten rows: only its unwritten cell of each row.
+        let column = t.with_layout(Layout { offset: 5, shape: vec![3], strides: vec![50] });
+        column.zero_leftovers(Reach::Whole);
+        let c = cells(&t);
+        assert_eq!((c[5], c[55], c[105], c[4], c[15]), (0.0, 0.0, 0.0, 7.0, 1.0));
+        // A run over written cells and across mask words keeps the written ones.
+        t.with_layout(Layout { offset: 48, shape: vec![20], strides: vec![1] }).zero_leftovers(Reach::Whole);
+        let c = cells(&t);
+        assert_eq!(&c[48..68], &[[1.0; 2].as_slice(), &[0.0; 10], &[1.0; 8]].concat()[..]);
+        t.zero_leftovers(Reach::Whole);
+        let want: Vec<f32> = (0..150).map(|i| if (10..50).contains(&(i % 50)) { 1.0 } else { 0.0 }).collect();
+        assert_eq!(cells(&t), want);
+
+        // Nothing written yet: the whole view at once.
+        let fresh = over_leftovers(&[2, 100], -3.0);
+        fresh.with_layout(Layout { offset: 100, shape: vec![100], strides: vec![1] }).zero_leftovers(Reach::Whole);
+        assert_eq!(cells(&fresh), [vec![-3.0; 100], vec![0.0; 100]].concat());
+        // A zero-filled allocation has no leftovers to zero.
+        let plain = super::tests::fresh(&[2, 4]);
+        plain.storage().cells.write().unwrap()[0] = 9.0;
+        plain.zero_leftovers(Reach::Whole);
+        assert_eq!(cells(&plain)[0], 9.0);
+    }
+
+    /// Instructions on tiles that start in buffers holding 7.0 in every cell.
+    mod through_instructions {
+        use crate::emulator::{Ctx, Launch};
+        use crate::isa::{self, Operand};
+        use crate::language::{NdarrayOpts, ndarray};
+        use crate::{Buffer, Dtype, Tensor};
+
+        /// A `[rows, cols]` tile of `buffer` over a spare buffer of 7.0s (another
+        /// test thread may take the spare first: then again).
+        fn over_junk(ctx: &Ctx, rows: usize, cols: usize, buffer: Buffer) -> Tensor {
+            for _ in 0..100 {
+                let junk = vec![7.0f32; rows * cols];
+                let at = junk.as_ptr();
+                crate::tensor::give_back(junk);
+                let opts = NdarrayOpts { buffer: Some(buffer), ..Default::default() };
+                let t = ndarray(ctx, &[rows as i64, cols as i64], Dtype::F32, opts).unwrap();
+                if t.storage().cells.read().unwrap().as_ptr() == at {
+                    return t;
+                }
+            }
+            panic!("no allocation took the spare buffer");
+        }
+
+        fn hbm(rows: usize, cols: usize, f: impl Fn(usize) -> f32) -> Tensor {
+            Tensor::from_f32(&[rows, cols], &(0..rows * cols).map(f).collect::<Vec<_>>(), Dtype::F32).unwrap()
+        }
+
+        #[test]
+        fn reads_and_kept_cells_of_leftover_tiles_are_zero_and_overwrites_are_exact() {
+            let (p, f, w) = (128usize, 200usize, 256usize);
+            let x = hbm(p, f, |i| i as f32 * 0.5 - 3.0);
+            let report = Launch::new()
+                .strict_uninit(false)
+                .run_all(|ctx| {
+                    // Columns f.. of `wide` are never written: the instruction reads zero there.
+                    let wide = over_junk(ctx, p, w, Buffer::Sbuf);
+                    isa::dma_copy(ctx, &wide.slice(1, 0, f as i64, 1)?, &x, Default::default())?;
+                    let doubled = over_junk(ctx, p, w, Buffer::Sbuf);
+                    isa::tensor_scalar(ctx, &doubled, &wide, crate::language::NlOp::Multiply, Operand::Scalar(2.0), Default::default())?;
+                    // A predicated copy keeps the cells its predicate is off for: zero bits.
+                    let kept = over_junk(ctx, p, w, Buffer::Sbuf);
+                    let even = Tensor::from_f32(&[p, w], &(0..p * w).map(|i| ((i + 1) % 2) as f32).collect::<Vec<_>>(), Dtype::U8)?;
+                    let pred = ndarray(ctx, &[p as i64, w as i64], Dtype::U8, NdarrayOpts::default())?;
+                    isa::dma_copy(ctx, &pred, &even, Default::default())?;
+                    isa::tensor_copy_predicated(ctx, &kept, Operand::Scalar(5.0), &pred, Default::default())?;
+                    // A matmul into a leftover PSUM tile overwrites it (accumulate=None).
+                    let ones = ndarray(ctx, &[p as i64, p as i64], Dtype::F32, NdarrayOpts::default())?;
+                    isa::memset(ctx, &ones, 1.0, Default::default())?;
+                    let psum = over_junk(ctx, p, 512, Buffer::Psum);
+                    isa::nc_matmul(ctx, &psum.slice(1, 0, w as i64, 1)?, &ones, &doubled, Default::default())?;
+                    // The host reads a partly written tile: zero where nothing wrote.
+                    let half = over_junk(ctx, p, w, Buffer::Sbuf);
+                    isa::memset(ctx, &half.slice(1, 0, 1, 1)?, 4.0, Default::default())?;
+                    Ok([doubled, kept, psum, half].map(|t| t.to_f32_vec()))
+                })
+                .unwrap();
+            let [doubled, kept, psum, half] = &report.results[0][0];
+            let xv = x.to_f32_vec();
+            let want: Vec<f32> = (0..p * w).map(|i| if i % w < f { 2.0 * xv[(i / w) * f + i % w] } else { 0.0 }).collect();
+            assert_eq!(doubled, &want);
+            assert_eq!(kept, &(0..p * w).map(|i| if i % 2 == 0 { 5.0 } else { 0.0 }).collect::<Vec<_>>());
+            let column_sums: Vec<f32> = (0..w).map(|c| (0..p).map(|r| want[r * w + c]).sum()).collect();
+            for r in 0..p {
+                assert_eq!(&psum[r * 512..r * 512 + w], &column_sums[..], "row {r}");
+                assert_eq!(&psum[r * 512 + w..(r + 1) * 512], &[0.0; 256][..], "row {r}: nothing wrote these");
+            }
+            assert_eq!(half, &(0..p * w).map(|i| if i % w == 0 { 4.0 } else { 0.0 }).collect::<Vec<_>>());
+            assert_eq!(report.undefined.len(), 1, "{:?}", report.undefined);
+            assert!(report.undefined[0].contains("reads 7168 elements of 'tensor' [128, 256] float32 in SBUF"), "{:?}", report.undefined);
+        }
+
+        #[test]
+        fn a_double_row_matmul_reads_and_writes_as_tracked_operands() {
+            let report = Launch::new()
+                .strict_uninit(false)
+                .run_all(|ctx| {
+                    let opts = |buffer| NdarrayOpts { buffer: Some(buffer), ..Default::default() };
+                    let st = ndarray(ctx, &[128, 2, 4], Dtype::Fp8E4m3, opts(Buffer::Sbuf))?;
+                    let mv = ndarray(ctx, &[128, 2, 8], Dtype::Fp8E4m3, opts(Buffer::Sbuf))?;
+                    isa::memset(ctx, &st, 1.0, Default::default())?;
+                    // Half of the moving operand is never written: a read the launch reports.
+                    isa::memset(ctx, &mv.slice(0, 0, 64, 1)?, 1.0, Default::default())?;
+                    let psum = ndarray(ctx, &[4, 8], Dtype::F32, opts(Buffer::Psum))?;
+                    let double_row = isa::NcMatmulOpts { perf_mode: Some(isa::MatmulPerfMode::DoubleRow), ..Default::default() };
+                    isa::nc_matmul(ctx, &psum, &st, &mv, double_row)?;
+                    let out = ndarray(ctx, &[4, 8], Dtype::F32, opts(Buffer::Sbuf))?;
+                    isa::tensor_copy(ctx, &out, &psum, Default::default())?;
+                    Ok(out.to_f32_vec())
+                })
+                .unwrap();
+            assert_eq!(report.results[0][0], vec![128.0; 32], "64 partitions x 2 rows of ones, the rest zero bits");
+            assert_eq!(report.undefined.len(), 1, "the matmul's product is written: {:?}", report.undefined);
+            assert!(report.undefined[0].contains("nisa.nc_matmul reads 1024 elements of 'tensor' [128, 2, 8]"), "{:?}", report.undefined);
+        }
     }
 }
