@@ -89,8 +89,12 @@ pub fn memset(ctx: &Ctx, dst: &Tensor, value: f64, opts: EngineOpts<'_>) -> Resu
     let cell =
         if dst.dtype().is_float() { dst.dtype().f32_to_cell(value as f32, ctx.rounds()) } else { dst.dtype().i64_to_cell(value as i64) };
     let mut cells = dst.write();
+    let row = vec![cell; d.nf];
     for p in 0..d.np {
-        d.row_layout(p).scatter_with(&mut cells, &vec![cell; d.nf], |c| c);
+        match d.row_mut(&mut cells, p) {
+            Some(r) => r.fill(cell),
+            None => d.row_layout(p).scatter_with(&mut cells, &row, |c| c),
+        }
     }
     drop(cells);
     mark_written(dst, d.writer);

@@ -129,8 +129,13 @@ pub(crate) fn read_tile_raw(t: &Tensor, tile: &TileView) -> Vec<f32> {
     let mut out = Vec::with_capacity(tile.np * tile.nf);
     let mut sc = Vec::new();
     for p in 0..tile.np {
-        tile.row_layout(p).gather(&cells, &mut sc);
-        out.extend_from_slice(&sc);
+        match tile.raw_row(&cells, p) {
+            Some(row) => out.extend_from_slice(row),
+            None => {
+                tile.row_layout(p).gather(&cells, &mut sc);
+                out.extend_from_slice(&sc);
+            }
+        }
     }
     out
 }
@@ -139,7 +144,11 @@ pub(crate) fn read_tile_raw(t: &Tensor, tile: &TileView) -> Vec<f32> {
 pub(crate) fn write_tile_raw(t: &Tensor, tile: &TileView, cells_in: &[f32]) {
     let mut cells = t.write();
     for p in 0..tile.np {
-        tile.row_layout(p).scatter_with(&mut cells, &cells_in[p * tile.nf..(p + 1) * tile.nf], |c| c);
+        let vals = &cells_in[p * tile.nf..(p + 1) * tile.nf];
+        match tile.row_mut(&mut cells, p) {
+            Some(row) => row.copy_from_slice(vals),
+            None => tile.row_layout(p).scatter_with(&mut cells, vals, |c| c),
+        }
     }
     drop(cells);
     mark_written(t, tile.writer);

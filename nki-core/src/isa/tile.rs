@@ -138,6 +138,13 @@ impl TileView {
         }
     }
 
+    /// Row `p`'s raw cells as a slice of `cells` when the tile is contiguous.
+    #[inline]
+    pub(crate) fn raw_row<'c>(&self, cells: &'c [f32], p: usize) -> Option<&'c [f32]> {
+        let s = self.row_start(p);
+        self.contiguous.then(|| &cells[s..s + self.nf])
+    }
+
     /// Row `p` as a mutable slice when the tile is contiguous (values must be encoded
     /// by the caller with [`encode_in_place`]).
     #[inline]

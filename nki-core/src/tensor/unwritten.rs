@@ -68,6 +68,20 @@ fn words(start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
     }
 }
 
+/// The set bits of `bits`, which `m` holds: counted only when some but not
+/// all of `m`'s are set (the crate's baseline has no popcount instruction,
+/// and a run is usually wholly unwritten or wholly written).
+#[inline]
+fn set_bits(bits: u64, m: u64) -> usize {
+    if bits == 0 {
+        0
+    } else if bits == m {
+        (64 - m.leading_zeros() - m.trailing_zeros()) as usize
+    } else {
+        bits.count_ones() as usize
+    }
+}
+
 impl Unwritten {
     pub(crate) fn new(cells: usize) -> Unwritten {
         Unwritten { mask: None, cells, left: cells, leftovers: None }
@@ -128,7 +142,7 @@ impl Unwritten {
                 let mask = self.mask_mut();
                 let mut cleared = 0;
                 words(s, n, |w, m| {
-                    cleared += (mask[w] & m).count_ones() as usize;
+                    cleared += set_bits(mask[w] & m, m);
                     mask[w] &= !m;
                 });
                 self.left -= cleared;
@@ -160,7 +174,7 @@ impl Unwritten {
         let (mut count, mut first) = (0, None);
         words(start, n, |w, m| {
             let set = mask[w] & m;
-            count += set.count_ones() as usize;
+            count += set_bits(set, m);
             first = first.or_else(|| (set != 0).then(|| w * 64 + set.trailing_zeros() as usize));
         });
         (count, first)
