@@ -186,11 +186,7 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
         let leftovers = reused.is_some();
         let cells = reused.unwrap_or_else(|| crate::tensor::filled(numel, Storage::uninit_cell(dtype)));
         let st = Storage::new((name, explicit.is_some()), dtype, buffer, &dims, cells, Some(lease));
-        if leftovers {
-            st.start_unwritten_over_leftovers();
-        } else {
-            st.start_unwritten();
-        }
+        st.start_unwritten(leftovers);
         if let Some(l) = st.lease() {
             ctx.pool.bind(l, &st);
         }
@@ -199,7 +195,7 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
     let make = || {
         let cells = crate::tensor::filled(numel, Storage::uninit_cell(dtype));
         let st = Storage::new((name, explicit.is_some()), dtype, buffer, &dims, cells, None);
-        st.start_unwritten();
+        st.start_unwritten(false);
         Tensor::from_storage(st)
     };
     if buffer == Buffer::SharedHbm {

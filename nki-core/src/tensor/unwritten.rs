@@ -12,7 +12,7 @@
 //! per operand.
 //!
 //! A large on-chip tile may instead start in a buffer an earlier allocation
-//! left behind ([`Storage::start_unwritten_over_leftovers`]): filling every cell
+//! left behind ([`Storage::start_unwritten`]): filling every cell
 //! with zero bits cost as much as an attention kernel's exponentials, and most
 //! tiles are overwritten whole by their first instruction. Its unwritten cells
 //! hold leftovers until something could see them, and are zeroed then: the
@@ -221,18 +221,13 @@ pub(super) fn base_runs(view: &Tensor, reach: Reach<'_>, mut f: impl FnMut(isize
 }
 
 impl Storage {
-    /// Starts tracking this fresh allocation's cells, every one unwritten.
-    pub(crate) fn start_unwritten(&self) {
-        *self.unwritten.lock().unwrap_or_else(|e| e.into_inner()) = Some(Unwritten::new(self.len()));
-        self.fresh.store(true, Ordering::Release);
-    }
-
-    /// [`Storage::start_unwritten`] for an allocation whose cells hold what an
-    /// earlier one left ([`super::recycle::leftover`]): the unwritten ones read
-    /// as zero bits all the same (see the module docs).
-    pub(crate) fn start_unwritten_over_leftovers(&self) {
+    /// Starts tracking this fresh allocation's cells, every one unwritten. With
+    /// `leftovers`, its cells hold what an earlier allocation left
+    /// ([`super::recycle::leftover`]) rather than zero bits: the unwritten ones
+    /// read as zero bits all the same (see the module docs).
+    pub(crate) fn start_unwritten(&self, leftovers: bool) {
         let mut u = Unwritten::new(self.len());
-        u.leftovers = Some(Storage::uninit_cell(self.dtype));
+        u.leftovers = leftovers.then(|| Storage::uninit_cell(self.dtype));
         *self.unwritten.lock().unwrap_or_else(|e| e.into_inner()) = Some(u);
         self.fresh.store(true, Ordering::Release);
     }
@@ -351,7 +346,7 @@ mod tests {
     fn fresh(shape: &[usize]) -> Tensor {
         let n = shape.iter().product();
         let st = Storage::new(("t", false), Dtype::F32, Buffer::Sbuf, shape, vec![0.0; n], None);
-        st.start_unwritten();
+        st.start_unwritten(false);
         Tensor::from_storage(st)
     }
 
@@ -393,7 +388,7 @@ mod tests {
     fn over_leftovers(shape: &[usize], leftover: f32) -> Tensor {
         let n = shape.iter().product();
         let st = Storage::new(("t", false), Dtype::F32, Buffer::Sbuf, shape, vec![leftover; n], None);
-        st.start_unwritten_over_leftovers();
+        st.start_unwritten(true);
         Tensor::from_storage(st)
     }
 
