@@ -178,20 +178,26 @@ fn reduce_generic(op: NlOp, xs: &[f32], init: f32) -> f32 {
     }
 }
 
-/// Max or min of `init` and `xs` (`pick` keeps the better of two non-NaN values),
-/// NaN if any value is NaN. Sixteen lanes, each keeping a NaN it met (`pick`
-/// never replaces one), let the loop compile to vector compares and blends
-/// instead of a branch per element.
+/// Max or min of `init` and `xs` (`pick(acc, x)` keeps the better of two
+/// non-NaN values, and `acc` when `x` is NaN), NaN if any value is NaN.
+/// Sixteen lanes fold every sixteenth value, so the loop compiles to vector
+/// compares and blends; NaNs are noted beside the lanes, off the chain of
+/// dependent folds, which is then one `vmaxps`/`vminps` per sixteen values.
 #[inline(always)]
 fn extremum(xs: &[f32], init: f32, pick: impl Fn(f32, f32) -> f32) -> f32 {
     const L: usize = 16;
     let mut acc = [init; L];
+    let mut nan = [false; L];
     let chunks = xs.chunks_exact(L);
     let rest = chunks.remainder();
     for c in chunks {
         for k in 0..L {
-            acc[k] = if c[k].is_nan() { c[k] } else { pick(acc[k], c[k]) };
+            nan[k] |= c[k].is_nan();
+            acc[k] = pick(acc[k], c[k]);
         }
+    }
+    if init.is_nan() || nan.contains(&true) {
+        return f32::NAN;
     }
     let mut r = init;
     for &v in acc.iter().chain(rest) {
