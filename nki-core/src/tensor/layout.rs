@@ -1,6 +1,6 @@
 //! Strided layouts: how a view's logical elements map to cells of its storage.
 
-use crate::numeric::transpose::block8;
+use crate::numeric::transpose::{block8, block16};
 
 /// Offset, shape and strides (in cells) of a view.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,7 +123,6 @@ impl Layout {
     /// new line per element. `false`, and `out` untouched, for other views or
     /// cells out of either slice.
     pub fn transpose_into(&self, cells: &[f32], dst: &Layout, out: &mut [f32]) -> bool {
-        const BLOCK: usize = 8;
         let Some(j) = self.joint_collapsed(dst) else { return false };
         let nd = j.shape.len();
         if nd < 2 || j.src[nd - 1] == 1 || j.dst[nd - 1] != 1 || j.shape.contains(&0) {
@@ -137,31 +136,21 @@ impl Layout {
         let outer: Vec<usize> = (0..nd - 1).filter(|&d| d != a).collect();
         let mut idx = vec![0usize; outer.len()];
         let (mut src, mut dst_at) = (self.offset, dst.offset);
-        let mut tile = [[0f32; BLOCK]; BLOCK];
         loop {
-            for a0 in (0..na).step_by(BLOCK) {
-                let bw = BLOCK.min(na - a0);
-                for l0 in (0..nl).step_by(BLOCK) {
-                    let bh = BLOCK.min(nl - l0);
-                    let (s0, d0) = (src + l0 as isize * sl + a0 as isize, dst_at + a0 as isize * oa + l0 as isize);
-                    if bw == BLOCK
-                        && bh == BLOCK
-                        && sl > 0
-                        && oa > 0
-                        && block8(cells, s0 as usize, sl as usize, out, d0 as usize, oa as usize)
-                    {
-                        continue;
-                    }
-                    // Contiguous reads into a register-sized tile, then contiguous writes out of it.
-                    for (l, row) in tile.iter_mut().enumerate().take(bh) {
-                        let s = (src + (l0 + l) as isize * sl) as usize + a0;
-                        row[..bw].copy_from_slice(&cells[s..s + bw]);
-                    }
-                    for i in 0..bw {
-                        let o = (dst_at + (a0 + i) as isize * oa) as usize + l0;
-                        for (d, row) in out[o..o + bh].iter_mut().zip(&tile) {
-                            *d = row[i];
-                        }
+            for (a16, l16) in (0..na).step_by(2 * BLOCK).flat_map(|a| (0..nl).step_by(2 * BLOCK).map(move |l| (a, l))) {
+                let (s0, d0) = (src + l16 as isize * sl + a16 as isize, dst_at + a16 as isize * oa + l16 as isize);
+                if a16 + 2 * BLOCK <= na
+                    && l16 + 2 * BLOCK <= nl
+                    && sl > 0
+                    && oa > 0
+                    && block16(cells, s0 as usize, sl as usize, out, d0 as usize, oa as usize)
+                {
+                    continue;
+                }
+                for a0 in (a16..na.min(a16 + 2 * BLOCK)).step_by(BLOCK) {
+                    for l0 in (l16..nl.min(l16 + 2 * BLOCK)).step_by(BLOCK) {
+                        let (s0, d0) = (src + l0 as isize * sl + a0 as isize, dst_at + a0 as isize * oa + l0 as isize);
+                        transpose_block(cells, s0, sl, out, d0, oa, [BLOCK.min(na - a0), BLOCK.min(nl - l0)]);
                     }
                 }
             }
@@ -276,6 +265,31 @@ impl Joint {
     }
 }
 
+/// The side of the blocks [`Layout::transpose_into`] copies at a time (in
+/// squares of four, one [`block16`] where the CPU has it).
+const BLOCK: usize = 8;
+
+/// One block of [`Layout::transpose_into`]: `bh` source rows of `bw` cells at
+/// `s0` (rows `sl` apart) into `bw` rows of `bh` cells at `d0` (rows `oa`
+/// apart), both at most [`BLOCK`].
+fn transpose_block(cells: &[f32], s0: isize, sl: isize, out: &mut [f32], d0: isize, oa: isize, [bw, bh]: [usize; 2]) {
+    if bw == BLOCK && bh == BLOCK && sl > 0 && oa > 0 && block8(cells, s0 as usize, sl as usize, out, d0 as usize, oa as usize) {
+        return;
+    }
+    // Contiguous reads into a register-sized tile, then contiguous writes out of it.
+    let mut tile = [[0f32; BLOCK]; BLOCK];
+    for (l, row) in tile.iter_mut().enumerate().take(bh) {
+        let s = (s0 + l as isize * sl) as usize;
+        row[..bw].copy_from_slice(&cells[s..s + bw]);
+    }
+    for i in 0..bw {
+        let o = (d0 + i as isize * oa) as usize;
+        for (d, row) in out[o..o + bh].iter_mut().zip(&tile) {
+            *d = row[i];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,7 +305,7 @@ mod tests {
     /// offset) against the definition, with blocks whole and cut at both edges.
     #[test]
     fn transposes_into_strided_views_cell_by_cell() {
-        for (rows, cols) in [(16, 24), (13, 21), (8, 8), (3, 40)] {
+        for (rows, cols) in [(16, 24), (13, 21), (8, 8), (3, 40), (40, 35)] {
             let cells: Vec<f32> = (0..rows * cols + 5).map(|i| i as f32).collect();
             // Source: the (cols, rows) transpose of a row-major (rows, cols) block at 5.
             let src = Layout { offset: 5, shape: vec![cols, rows], strides: vec![1, cols as isize] };
