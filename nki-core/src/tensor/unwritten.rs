@@ -24,6 +24,7 @@
 
 use super::psum_writes::unravel;
 use super::{Storage, Tensor};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 /// The unwritten cells of one allocation.
@@ -57,15 +58,30 @@ pub(super) fn cells_within(start: isize, n: usize, len: usize) -> Option<usize> 
     (s.checked_add(n)? <= len).then_some(s)
 }
 
-/// Calls `f(word, bits)` for the words of a bit mask holding bits `start..start + n`.
-fn words(start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
-    let (mut i, end) = (start, start + n);
-    while i < end {
-        let (w, b) = (i / 64, i % 64);
-        let len = (64 - b).min(end - i);
-        f(w, if len == 64 { !0 } else { ((1u64 << len) - 1) << b });
-        i += len;
+/// A word of a bit mask and the bits of it a run covers.
+type PartWord = Option<(usize, u64)>;
+
+/// The words of a bit mask holding bits `start..start + n`: a partly covered
+/// first word and its covered bits, the wholly covered words, a partly covered
+/// last word and its bits. A run within one word is a first word alone.
+fn word_span(start: usize, n: usize) -> (PartWord, Range<usize>, PartWord) {
+    let end = start + n;
+    let (first, last) = (start / 64, end / 64);
+    if n == 0 {
+        return (None, first..first, None);
     }
+    if first == last {
+        return (Some((first, ((1u64 << n) - 1) << (start % 64))), first..first, None);
+    }
+    let head = (!start.is_multiple_of(64)).then(|| (first, !0u64 << (start % 64)));
+    let tail = (!end.is_multiple_of(64)).then(|| (last, (1u64 << (end % 64)) - 1));
+    (head, start.div_ceil(64)..last, tail)
+}
+
+/// Calls `f(word, bits)` for the words of a bit mask holding bits `start..start + n`, in order.
+fn words(start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
+    let (head, whole, tail) = word_span(start, n);
+    head.into_iter().chain(whole.map(|w| (w, !0))).chain(tail).for_each(|(w, m)| f(w, m));
 }
 
 /// The set bits of `bits`, which `m` holds: counted only when some but not
@@ -88,7 +104,7 @@ impl Unwritten {
     }
 
     /// Whether cell `c` is unwritten (it is in the allocation).
-    fn is_unwritten(&self, c: usize) -> bool {
+    pub(super) fn is_unwritten(&self, c: usize) -> bool {
         self.mask.as_ref().is_none_or(|m| m.get(c / 64).is_some_and(|w| w >> (c % 64) & 1 == 1))
     }
 
@@ -140,11 +156,17 @@ impl Unwritten {
                     return;
                 }
                 let mask = self.mask_mut();
+                let (head, whole, tail) = word_span(s, n);
                 let mut cleared = 0;
-                words(s, n, |w, m| {
+                for (w, m) in head.into_iter().chain(tail) {
                     cleared += set_bits(mask[w] & m, m);
                     mask[w] &= !m;
-                });
+                }
+                // Whole words in a loop of their own: rows of a tile are marked row by row.
+                for w in &mut mask[whole] {
+                    cleared += set_bits(*w, !0);
+                    *w = 0;
+                }
                 self.left -= cleared;
             }
             // A strided run (a column) inside the allocation clears its bits
@@ -169,14 +191,26 @@ impl Unwritten {
     }
 
     /// How many of the cells `start..start + n` are unwritten, and the first of them.
-    fn count_run(&self, start: usize, n: usize) -> (usize, Option<usize>) {
+    pub(super) fn count_run(&self, start: usize, n: usize) -> (usize, Option<usize>) {
         let Some(mask) = &self.mask else { return (n, (n > 0).then_some(start)) };
         let (mut count, mut first) = (0, None);
-        words(start, n, |w, m| {
-            let set = mask[w] & m;
-            count += set_bits(set, m);
-            first = first.or_else(|| (set != 0).then(|| w * 64 + set.trailing_zeros() as usize));
-        });
+        let mut see = |w: usize, set: u64, m: u64| {
+            if set != 0 {
+                count += set_bits(set, m);
+                first = first.or(Some(w * 64 + set.trailing_zeros() as usize));
+            }
+        };
+        let (head, whole, tail) = word_span(start, n);
+        if let Some((w, m)) = head {
+            see(w, mask[w] & m, m);
+        }
+        // Whole words in a loop of their own: a written row is a run of zero words.
+        for w in whole {
+            see(w, mask[w], !0);
+        }
+        if let Some((w, m)) = tail {
+            see(w, mask[w] & m, m);
+        }
         (count, first)
     }
 }
@@ -244,19 +278,15 @@ impl Storage {
         }
     }
 
-    /// Calls `f` with a test of whether a cell of this allocation is one nothing
-    /// has written yet (`None` when every one is written), under the lock of the
-    /// record, which is not copied: a large tile filled tile by tile is asked
-    /// at every write.
-    pub(super) fn with_unwritten<R>(&self, f: impl FnOnce(Option<&dyn Fn(usize) -> bool>) -> R) -> R {
+    /// Calls `f` with this allocation's record of unwritten cells (`None` when
+    /// every one is written), under its lock: a large tile filled tile by tile
+    /// is asked at every write.
+    pub(super) fn with_unwritten<R>(&self, f: impl FnOnce(Option<&Unwritten>) -> R) -> R {
         if !self.fresh.load(Ordering::Acquire) {
             return f(None);
         }
         let guard = self.unwritten.lock().unwrap_or_else(|e| e.into_inner());
-        match guard.as_ref() {
-            None => f(None),
-            Some(u) => f(Some(&|c: usize| u.is_unwritten(c))),
-        }
+        f(guard.as_ref())
     }
 
     /// The storage holding the cells (a byte or indirection view's base).
@@ -360,6 +390,18 @@ mod tests {
         right.mark_written();
         assert_eq!(t.unwritten_read(Reach::Whole), None);
         assert!(!t.storage().fresh.load(Ordering::Acquire), "a fully written allocation drops its mask");
+    }
+
+    /// The words of a run hold exactly its bits, each once, in order.
+    #[test]
+    fn word_spans_cover_a_run_bit_for_bit() {
+        for start in 0..200 {
+            for n in 0..200 {
+                let mut bits = Vec::new();
+                words(start, n, |w, m| bits.extend((0..64).filter(|b| m >> b & 1 == 1).map(|b| w * 64 + b)));
+                assert_eq!(bits, (start..start + n).collect::<Vec<_>>(), "start {start}, n {n}");
+            }
+        }
     }
 
     #[test]

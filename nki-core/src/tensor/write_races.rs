@@ -346,15 +346,17 @@ impl State {
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
         // Sized up front: growing it cell by cell copies it into new pages.
         let (mut runs, mut before): (Vec<Range<usize>>, _) = (Vec::new(), Vec::with_capacity(t.numel()));
-        // What a cell nothing wrote holds is unknown: any write changes it.
-        let held = |unwritten: Option<&dyn Fn(usize) -> bool>, c: usize| match unwritten {
-            Some(u) if u(c) => None,
-            _ => Some(values[c].to_bits()),
-        };
+        // What a cell nothing wrote holds is unknown: any write changes it. A
+        // run wholly written or wholly unwritten (the usual cases) is taken whole.
         alloc.with_unwritten(|unwritten| {
             ranges_of(t, len, |cells| {
                 rec.pending.fill(cells.clone(), slot as u32 + 1);
-                before.extend(cells.clone().map(|c| held(unwritten, c)));
+                let held = values[cells.clone()].iter().map(|v| Some(v.to_bits()));
+                match unwritten.map_or(0, |u| u.count_run(cells.start, cells.len()).0) {
+                    0 => before.extend(held),
+                    n if n == cells.len() => before.resize(before.len() + n, None),
+                    _ => before.extend(held.zip(cells.clone()).map(|(v, c)| v.filter(|_| !unwritten.is_some_and(|u| u.is_unwritten(c))))),
+                }
                 match runs.last_mut() {
                     Some(last) if last.end == cells.start => last.end = cells.end,
                     _ => runs.push(cells),
@@ -397,12 +399,15 @@ impl State {
             let before = &w.before[done..done + run.len()];
             done += run.len();
             // The run in pieces the write changed throughout or left as they were throughout.
-            let changed = |i: usize| before[i] != Some(values[run.start + i].to_bits());
+            let now = &values[run.clone()];
+            let changed = |b: &Option<u32>, v: &f32| *b != Some(v.to_bits());
             let mut at = 0;
             while at < run.len() {
-                let end = (at + 1..run.len()).find(|&i| changed(i) != changed(at)).unwrap_or(run.len());
+                let c = changed(&before[at], &now[at]);
+                let same = before[at + 1..].iter().zip(&now[at + 1..]).position(|(b, v)| changed(b, v) != c);
+                let end = same.map_or(run.len(), |k| at + 1 + k);
                 let piece = run.start + at..run.start + end;
-                if changed(at) {
+                if c {
                     race = race.or_else(|| self.first_race(slot, &rec, piece.clone()));
                     rec.writes.fill(piece, w.stamp);
                 } else {
