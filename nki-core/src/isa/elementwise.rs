@@ -3,7 +3,7 @@
 
 use super::alu;
 use super::enums::Engine;
-use super::exec::{Input, mark_written, read_tile_raw, rowwise, write_tile_raw};
+use super::exec::{Input, copy_tile_raw, mark_written, read_tile_raw, rowwise, write_tile_raw};
 use super::operand::{Operand, column};
 use super::tile::{TileView, not_psum, same_geometry};
 use crate::emulator::Ctx;
@@ -61,7 +61,7 @@ pub fn tensor_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: EngineOpts<'_>) 
         return Err(NkiError::constraint(OP, "the Scalar engine has no tensor_copy on trn1; use nisa.activation with op=nl.copy"));
     }
     if src.dtype() == dst.dtype() {
-        write_tile_raw(dst, &d, &read_tile_raw(src, &s));
+        copy_tile_raw(dst, &d, src, &s);
         return Ok(());
     }
     rowwise(ctx, dst, &d, &[Input { tensor: src, tile: &s }], |_, rows, out| out.copy_from_slice(rows[0]))

@@ -140,6 +140,24 @@ pub(crate) fn read_tile_raw(t: &Tensor, tile: &TileView) -> Vec<f32> {
     out
 }
 
+/// Copies tile `s` of `src` into tile `d` of `dst` bit for bit (the same
+/// dtype and geometry): row to row when both tiles are contiguous in
+/// different allocations, else through a buffer.
+pub(crate) fn copy_tile_raw(dst: &Tensor, d: &TileView, src: &Tensor, s: &TileView) {
+    let rows = |to: &mut [f32], from: &[f32]| {
+        for p in 0..d.np {
+            if let (Some(t), Some(f)) = (d.row_mut(to, p), s.raw_row(from, p)) {
+                t.copy_from_slice(f);
+            }
+        }
+    };
+    if d.contiguous && s.contiguous && dst.with_cells_of(src, rows) {
+        mark_written(dst, d.writer);
+    } else {
+        write_tile_raw(dst, d, &read_tile_raw(src, s));
+    }
+}
+
 /// Writes raw cells of the tile's own dtype (a bit-exact move).
 pub(crate) fn write_tile_raw(t: &Tensor, tile: &TileView, cells_in: &[f32]) {
     let mut cells = t.write();

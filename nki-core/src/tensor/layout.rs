@@ -52,6 +52,18 @@ impl Layout {
         }
     }
 
+    /// The view's cells as runs of consecutive cells `(first, len)`, in logical
+    /// order; `None` when a run strides.
+    pub(crate) fn contiguous_runs(&self) -> Option<Vec<(usize, usize)>> {
+        let mut runs = Vec::new();
+        let mut all = true;
+        self.for_each_run(|start, n, step| match usize::try_from(start) {
+            Ok(s) if step == 1 || n == 1 => runs.push((s, n)),
+            _ => all = false,
+        });
+        all.then_some(runs)
+    }
+
     /// Calls `f(first_cell, len, step)` for each run along the innermost (collapsed)
     /// dimension, in logical order.
     pub fn for_each_run(&self, mut f: impl FnMut(isize, usize, isize)) {
@@ -265,6 +277,33 @@ impl Joint {
     }
 }
 
+/// Copies the cells of the runs `from_runs` of `from` into those of `to_runs`
+/// of `to` ([`Layout::contiguous_runs`] of two views of as many cells), paired
+/// in logical order, a slice at a time; `each` sees every piece written.
+pub(crate) fn copy_runs(
+    to: &mut [f32],
+    to_runs: &[(usize, usize)],
+    from: &[f32],
+    from_runs: &[(usize, usize)],
+    mut each: impl FnMut(&mut [f32]),
+) {
+    let mut src = from_runs.iter().flat_map(|&(s, n)| (n > 0).then_some((s, n)));
+    let mut pending = (0, 0);
+    for &(mut at, mut n) in to_runs {
+        while n > 0 {
+            if pending.1 == 0 {
+                let Some(next) = src.next() else { return };
+                pending = next;
+            }
+            let k = n.min(pending.1);
+            let piece = &mut to[at..at + k];
+            piece.copy_from_slice(&from[pending.0..pending.0 + k]);
+            each(piece);
+            (at, n, pending) = (at + k, n - k, (pending.0 + k, pending.1 - k));
+        }
+    }
+}
+
 /// The side of the blocks [`Layout::transpose_into`] copies at a time (in
 /// squares of four, one [`block16`] where the CPU has it).
 const BLOCK: usize = 8;
@@ -324,6 +363,27 @@ mod tests {
             assert!(!src.transpose_into(&cells, &dst, &mut short));
             assert!(short.iter().all(|&v| v == 0.0));
         }
+    }
+
+    /// Runs of different lengths pair cell by cell in logical order, as a
+    /// gather then a scatter pair them.
+    #[test]
+    fn copies_run_by_run_in_logical_order() {
+        let from: Vec<f32> = (0..40).map(|i| i as f32).collect();
+        let src = Layout { offset: 2, shape: vec![2, 4], strides: vec![18, 1] };
+        let dst = Layout { offset: 1, shape: vec![4, 2], strides: vec![9, 1] };
+        let (to_runs, from_runs) = (dst.contiguous_runs().unwrap(), src.contiguous_runs().unwrap());
+        let mut to = vec![-1.0; 40];
+        let mut pieces = 0;
+        copy_runs(&mut to, &to_runs, &from, &from_runs, |_| pieces += 1);
+        let mut want = vec![-1.0; 40];
+        let mut cells = Vec::new();
+        src.gather(&from, &mut cells);
+        dst.scatter_with(&mut want, &cells, |c| c);
+        assert_eq!(to, want);
+        assert_eq!(pieces, 4);
+        // A strided run is not contiguous.
+        assert!(Layout { offset: 0, shape: vec![3, 2], strides: vec![1, 3] }.contiguous_runs().is_none());
     }
 
     #[test]

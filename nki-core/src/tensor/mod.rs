@@ -222,32 +222,44 @@ impl Tensor {
         out
     }
 
+    /// Calls `f` with this view's cells to write and `src`'s to read, under both
+    /// locks taken in storage-id order (so concurrent calls cannot deadlock),
+    /// when the two are different allocations (neither a byte or indirection
+    /// view); `false`, `f` not called, otherwise.
+    pub(crate) fn with_cells_of(&self, src: &Tensor, f: impl FnOnce(&mut [f32], &[f32])) -> bool {
+        let plain = |t: &Tensor| t.st.base.is_none() && t.st.indirection.is_none();
+        if self.same_storage(src) || !plain(self) || !plain(src) {
+            return false;
+        }
+        if self.st.id < src.st.id {
+            let mut to = self.write();
+            f(&mut to, &src.read());
+        } else {
+            let from = src.read();
+            f(&mut self.write(), &from);
+        }
+        true
+    }
+
     /// Copies `src`'s elements into this view (equal element counts, paired in
-    /// logical order), converting as [`Tensor::store_cells`] does. Two contiguous
-    /// views of different storages copy directly under both locks, taken in
-    /// storage-id order so concurrent copies cannot deadlock; anything else goes
-    /// through a buffer with one lock held at a time.
+    /// logical order), converting as [`Tensor::store_cells`] does. Two views of
+    /// different storages whose runs are contiguous (rows of tiles) copy
+    /// directly, run by run, under both locks ([`Tensor::with_cells_of`]);
+    /// anything else goes through a buffer with one lock held at a time.
     pub(crate) fn copy_cells_from(&self, src: &Tensor, round: bool) {
         let (d, s) = (self.dtype(), src.dtype());
         let direct = !self.same_storage(src) && (d == s || (d.is_float() && s.is_float()));
-        if let (true, Some(di), Some(si)) = (direct, self.layout.contiguous_start(), src.layout.contiguous_start()) {
-            let n = self.numel();
-            let copy = |to: &mut [f32], from: &[f32]| {
-                let (to, from) = (&mut to[di..di + n], &from[si..si + n]);
-                to.copy_from_slice(from);
+        if direct && let (Some(to_runs), Some(from_runs)) = (self.layout.contiguous_runs(), src.layout.contiguous_runs()) {
+            let round = |piece: &mut [f32]| {
                 if d != s && round {
-                    crate::dtype::round_slice(d, to);
+                    crate::dtype::round_slice(d, piece);
                 }
             };
-            if self.st.id < src.st.id {
-                let mut to = self.write();
-                copy(&mut to, &src.read());
-            } else {
-                let from = src.read();
-                copy(&mut self.write(), &from);
+            let copy = |to: &mut [f32], from: &[f32]| layout::copy_runs(to, &to_runs, from, &from_runs, round);
+            if self.with_cells_of(src, copy) {
+                self.mark_written();
+                return;
             }
-            self.mark_written();
-            return;
         }
         let mut cells = src.gather_cells();
         self.store_cells(s, &mut cells, round);
