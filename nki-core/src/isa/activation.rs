@@ -7,7 +7,7 @@ use super::reduce::{Accumulators, accumulate, write_reduce_res};
 use super::tile::{TileView, same_geometry};
 use crate::emulator::Ctx;
 use crate::language::NlOp;
-use crate::numeric::exp::exp_affine;
+use crate::numeric::exp::{exp_affine, exp_affine_sum};
 use crate::{NkiError, Result, Tensor};
 
 /// Optional arguments of [`activation`].
@@ -107,15 +107,17 @@ fn activate(name: &'static str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor
     let mut sums = vec![0f32; x.np];
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |p, rows, out| {
         let (s, b) = (scale.at(p), bias.at(p));
-        if op == NlOp::Exp {
-            exp_affine(rows[0], out, s, b);
-        } else {
-            for (o, &v) in out.iter_mut().zip(rows[0]) {
-                *o = op.apply1(v * s + b);
+        match op {
+            NlOp::Exp if reduces => sums[p] = exp_affine_sum(rows[0], out, s, b),
+            NlOp::Exp => exp_affine(rows[0], out, s, b),
+            _ => {
+                for (o, &v) in out.iter_mut().zip(rows[0]) {
+                    *o = op.apply1(v * s + b);
+                }
+                if reduces {
+                    sums[p] = super::alu::reduce(NlOp::Add, out, 0.0);
+                }
             }
-        }
-        if reduces {
-            sums[p] = super::alu::reduce(NlOp::Add, out, 0.0);
         }
     })?;
     if reduces {

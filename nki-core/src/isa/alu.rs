@@ -293,4 +293,22 @@ mod tests {
             }
         }
     }
+
+    /// The exponentials' fused row sum is this reduction's, bit for bit, over
+    /// every length around the chunk sizes, with values whose sums round, in
+    /// the wide build and the baseline.
+    #[test]
+    fn the_fused_exp_sum_adds_as_the_row_reduction_does() {
+        use crate::numeric::exp::{exp_affine, exp_affine_sum, exp_affine_sum_generic};
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for n in (0..80).chain([127, 128, 129, 511, 512, 513, 2048]) {
+            let xs: Vec<f32> = (0..n).map(|_| (crate::test_rng::xorshift(&mut state) % 20_000) as f32 / 1000.0 - 12.0).collect();
+            let (mut fused, mut apart, mut base) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+            let sum = exp_affine_sum(&xs, &mut fused, 1.3, -0.7);
+            exp_affine(&xs, &mut apart, 1.3, -0.7);
+            assert_eq!(fused, apart, "n {n}");
+            assert_eq!(sum.to_bits(), reduce(NlOp::Add, &apart, 0.0).to_bits(), "n {n}");
+            assert_eq!(exp_affine_sum_generic(&xs, &mut base, 1.3, -0.7).to_bits(), sum.to_bits(), "n {n}: the baseline build");
+        }
+    }
 }

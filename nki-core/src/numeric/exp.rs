@@ -41,6 +41,41 @@ fn exp_map_generic(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) {
     }
 }
 
+/// [`exp_affine`] that also returns the sum of `out`, added in the order
+/// [`crate::isa::alu::reduce`] adds a row (eight lanes over chunks of eight,
+/// the lanes in order, then the cells past the last whole chunk): the same
+/// bits, but the additions wait on nothing a second pass would reread, and
+/// overlap the next chunk's exponentials.
+#[inline(always)]
+pub(crate) fn exp_affine_sum_generic(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) -> f32 {
+    let n = out.len();
+    let xs = &xs[..n];
+    let mut acc = [0f32; 8];
+    let whole = n / 16 * 16;
+    for (o, x) in out[..whole].chunks_exact_mut(16).zip(xs[..whole].chunks_exact(16)) {
+        for k in 0..16 {
+            o[k] = exp_one(x[k] * scale + bias);
+        }
+        for k in 0..8 {
+            acc[k] += o[k];
+        }
+        for k in 0..8 {
+            acc[k] += o[8 + k];
+        }
+    }
+    let rest = &mut out[whole..];
+    for (o, &x) in rest.iter_mut().zip(&xs[whole..]) {
+        *o = exp_one(x * scale + bias);
+    }
+    let eights = rest.len() / 8 * 8;
+    for c in rest[..eights].chunks_exact(8) {
+        for k in 0..8 {
+            acc[k] += c[k];
+        }
+    }
+    0.0 + acc.iter().sum::<f32>() + rest[eights..].iter().sum::<f32>()
+}
+
 #[inline(always)]
 fn exp_inplace_generic(xs: &mut [f32]) {
     for x in xs.iter_mut() {
@@ -51,6 +86,12 @@ fn exp_inplace_generic(xs: &mut [f32]) {
 super::wide::wide_fn! {
     /// `out[i] = exp(xs[i] * scale + bias)`.
     pub fn exp_affine(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) = exp_map_generic;
+}
+
+super::wide::wide_fn! {
+    /// `out[i] = exp(xs[i] * scale + bias)`, returning the sum of `out` as the
+    /// row reduction adds it.
+    pub fn exp_affine_sum(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) -> f32 = exp_affine_sum_generic;
 }
 
 super::wide::wide_fn! {
