@@ -24,7 +24,14 @@
 //!
 //! * [`mamba_v1`]: loops `batch → state → channel tile`; `delta` and `u` are
 //!   loaded again for every state, and the accumulator holds every channel tile
-//!   until the last state (stored in a loop of its own).
+//!   until the last state (stored in a loop of its own). The tutorial loads the
+//!   `b` and `c` rows inside the channel loop, which does not change them; the
+//!   compiler hoists such loads (its profile reports only `delta` and `u` as
+//!   reloaded), and a broadcast row that lives across the channel loop is held
+//!   in SBUF rather than in a PSUM bank. So here each state's rows are
+//!   broadcast once, by the DMA, into `[128, seq]` SBUF tiles, and two of the
+//!   Vector Engine's `tensor_tensor`s read two SBUF inputs: the cost that makes
+//!   the tutorial's v1 slower per state and tile than its v2.
 //! * [`mamba_v2`]: loops `batch → channel tile → state`; `delta` and `u` are
 //!   loaded once per channel tile and the accumulator is one tile, stored as soon
 //!   as its states are summed (loop reordering and fusion).
@@ -132,10 +139,10 @@ fn state_step(acc: Sbuf, scan: Sbuf, delta_t: Sbuf, u_t: Sbuf, a_col: Sbuf, b_ro
 }
 
 /// The start the three versions share: the inputs' shapes checked against
-/// each other, the row of ones for the broadcasts and the output `[batch,
-/// channels, seq]` in HBM: `(out, ones, batch, channels, seq, state)`.
+/// each other and the output `[batch, channels, seq]` in HBM: `(out, batch,
+/// channels, seq, state)`.
 #[nki_helper]
-fn start_scan(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> (Hbm, Sbuf, i64, i64, i64, i64) {
+fn start_scan(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> (Hbm, i64, i64, i64, i64) {
     let pmax = nl::tile_size::pmax;
     let [batch, channels, seq] = delta.shape();
     let [ua, uc, us] = u.shape();
@@ -147,16 +154,16 @@ fn start_scan(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> (Hbm, Sbuf, i64, i6
     assert!(ac == channels, "a must be [channels, state]: {ac} rows for {channels} channels");
     assert!(bb == batch && bs == state && bl == seq, "b must be [batch, state, seq]");
     assert!(cb == batch && cs == state && cl == seq, "c must be [batch, state, seq]");
-    let ones: Sbuf = ones_row();
     let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
-    (out, ones, batch, channels, seq, state)
+    (out, batch, channels, seq, state)
 }
 
-/// Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state.
+/// Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state,
+/// the `b` and `c` rows of a state broadcast once into SBUF for all its tiles.
 #[nki_kernel]
 pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
     let pmax = nl::tile_size::pmax;
-    let (out, ones, batch, channels, seq, state): (Hbm, Sbuf, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
+    let (out, batch, channels, seq, state): (Hbm, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
     let tiles = channels / pmax;
     let zero = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
     nisa::memset(zero, 0.0);
@@ -164,12 +171,12 @@ pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
         let acc = nl::ndarray([pmax, tiles * seq], nl::float32, buffer = nl::sbuf);
         nisa::memset(acc, 0.0);
         for n in 0..state {
+            let b_row: Sbuf = broadcast_by_dma(b[s![bi, n..n + 1, ..]]);
+            let c_row: Sbuf = broadcast_by_dma(c[s![bi, n..n + 1, ..]]);
             for ti in 0..tiles {
                 let delta_t: Sbuf = load_channels(delta, bi, ti * pmax);
                 let u_t: Sbuf = load_channels(u, bi, ti * pmax);
                 let a_col: Sbuf = load_state_column(a, ti * pmax, n);
-                let b_row: Tensor = load_row_broadcast(b, ones, bi, n, 0, seq);
-                let c_row: Tensor = load_row_broadcast(c, ones, bi, n, 0, seq);
                 let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 state_step(acc[s![.., ti * seq..(ti + 1) * seq]], scan, delta_t, u_t, a_col, b_row, c_row, zero);
             }
@@ -185,7 +192,8 @@ pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
 #[nki_kernel]
 pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
     let pmax = nl::tile_size::pmax;
-    let (out, ones, batch, channels, seq, state): (Hbm, Sbuf, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
+    let (out, batch, channels, seq, state): (Hbm, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
+    let ones: Sbuf = ones_row();
     let zero = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
     nisa::memset(zero, 0.0);
     for bi in 0..batch {
@@ -220,7 +228,8 @@ pub fn mamba_v3(
     seq_tile: i64,
 ) -> Hbm {
     let pmax = nl::tile_size::pmax;
-    let (out, ones, batch, channels, seq, state): (Hbm, Sbuf, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
+    let (out, batch, channels, seq, state): (Hbm, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
+    let ones: Sbuf = ones_row();
     assert!(seq % seq_tile == 0, "seq_tile must divide seq ({seq}), got {seq_tile}");
     for bi in 0..batch {
         for ti in 0..channels / pmax {

@@ -146,9 +146,9 @@ const PUBLISHED: [(usize, f64, f64); 9] = [
     (7168, 41.3, 24.2),
     (8192, 52.2, 27.8),
 ];
-/// The tutorial's `mamba_v1` at `seq 512` and the band its estimate must land
-/// in: 172.93 µs with 256 channels (a known miss), 2.34 ms with 4096.
-const PUBLISHED_V1: [(usize, f64, (f64, f64)); 2] = [(256, 0.17293, KNOWN_MISS_BAND), (4096, 2.34, BAND)];
+/// The tutorial's `mamba_v1` at `seq 512`: 172.93 µs with 256 channels, 2.34 ms
+/// with 4096.
+const PUBLISHED_V1: [(usize, f64); 2] = [(256, 0.17293), (4096, 2.34)];
 /// The tutorial's channel count for the table.
 const TABLE_CHANNELS: usize = 4096;
 /// The tutorial's state size.
@@ -184,16 +184,6 @@ fn estimate_at_channels(kernel: Kernel, channels: usize, seq: usize) -> nki::Res
 
 /// The ratio band every published figure should land in.
 const BAND: (f64, f64) = (0.8, 1.25);
-/// The band of the figure the model is known to miss, v1 with 256 channels. The
-/// tutorial's profile of that run shows its Vector Engine active 148.99 µs for
-/// 181 instructions, 4.66 µs per state and channel tile (v2 at 4096 channels:
-/// 3.07 µs for the same 5.7 instructions per state and tile), with its DMAs
-/// done in the first 10 µs: the loss is Vector Engine time, not waits for the
-/// reloads of `delta` and `u`, and the model, which fills each dependent
-/// instruction's wait with the next state's work in v1 as in v2, estimates v1 ≈
-/// v2 (README, "How fast on Trainium?", known limits).
-const KNOWN_MISS_BAND: (f64, f64) = (0.7, 1.25);
-
 fn within(what: &str, estimate: f64, published: f64, (lo, hi): (f64, f64)) {
     let ratio = estimate / published;
     assert!((lo..=hi).contains(&ratio), "{what}: estimated {estimate:.3} ms vs published {published} ms (x{ratio:.2}), outside {lo}-{hi}");
@@ -209,13 +199,23 @@ fn estimates_grow_linearly_with_channel_tiles() {
     }
 }
 
+/// v1 against its two figures, and slower than v2 at 4096 channels (the
+/// tutorial: v2 is 31 % faster). v1 keeps each state's `b` and `c` rows in SBUF
+/// across its channel loop, so two of its Vector Engine `tensor_tensor`s read
+/// two SBUF inputs at two cycles per element, where v2's rows sit in a PSUM
+/// bank; the tutorial's profile of v1 at 256 channels shows the same: its
+/// Vector Engine busy 4.66 µs per state and channel tile against v2's 3.07 µs,
+/// with its DMAs done in the first 10 µs.
 #[test]
 fn v1_against_the_published_latencies() {
-    for (channels, published, band) in PUBLISHED_V1 {
+    for (channels, published) in PUBLISHED_V1 {
         let (est, _) = estimate_at_channels(v1, channels, 512).unwrap();
         eprintln!("v1 channels {channels}: {est:.3} ms (published {published})");
-        within(&format!("v1 channels {channels}"), est, published, band);
+        within(&format!("v1 channels {channels}"), est, published, BAND);
     }
+    let (est_v1, _) = estimate_at_channels(v1, TABLE_CHANNELS, 512).unwrap();
+    let (est_v2, _) = estimate_at_channels(v2, TABLE_CHANNELS, 512).unwrap();
+    assert!(est_v1 > 1.2 * est_v2, "v1 {est_v1:.3} ms is not clearly slower than v2 {est_v2:.3} ms at seq 512");
 }
 
 /// v2 and v3 against the table: every figure within 25 %, each version slower

@@ -7,17 +7,10 @@ import nki.collectives as ncc
 from .kernel_contract import check_contract
 
 
-def ones_row():
-    """A `[1, 128]` fp32 row of ones: the stationary operand of the row broadcasts."""
-    ones = nl.ndarray(shape=(1, nl.tile_size.pmax), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=ones, value=1.0)
-    return ones
-
-
 def start_scan(delta, u, a, b, c):
     """The start the three versions share: the inputs' shapes checked against
-    each other, the row of ones for the broadcasts and the output `[batch,
-    channels, seq]` in HBM: `(out, ones, batch, channels, seq, state)`.
+    each other and the output `[batch, channels, seq]` in HBM: `(out, batch,
+    channels, seq, state)`.
     """
     pmax = nl.tile_size.pmax
     batch, channels, seq = delta.shape
@@ -30,9 +23,19 @@ def start_scan(delta, u, a, b, c):
     assert ac == channels, f"a must be [channels, state]: {ac} rows for {channels} channels"
     assert bb == batch and bs == state and bl == seq, "b must be [batch, state, seq]"
     assert cb == batch and cs == state and cl == seq, "c must be [batch, state, seq]"
-    ones = ones_row()
     out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
-    return (out, ones, batch, channels, seq, state)
+    return (out, batch, channels, seq, state)
+
+
+def broadcast_by_dma(rows):
+    """The `[1, cols]` HBM row `rows` as a `[128, cols]` SBUF tile, broadcast to the
+    partitions by the DMA that loads it.
+    """
+    pmax = nl.tile_size.pmax
+    _one, cols = rows.shape
+    dst = nl.ndarray(shape=(pmax, cols), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=dst, src=rows.broadcast(dim=0, size=pmax))
+    return dst
 
 
 def load_channels(src, bi, ch0):
@@ -54,42 +57,6 @@ def load_state_column(a, ch0, n):
     return dst
 
 
-def broadcast_in_psum(rows, ones):
-    """The `[1, cols]` HBM row `rows` as a `[128, cols]` PSUM tile: loaded, then
-    multiplied by the `[1, 128]` row of ones on the Tensor Engine.
-    """
-    _one, cols = rows.shape
-    row_sb = nl.ndarray(shape=(1, cols), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=row_sb, src=rows)
-    dst = nl.ndarray(shape=(nl.tile_size.pmax, cols), dtype=nl.float32, buffer=nl.psum)
-    nisa.nc_matmul(dst=dst, stationary=ones, moving=row_sb)
-    return dst
-
-
-def broadcast_by_dma(rows):
-    """The `[1, cols]` HBM row `rows` as a `[128, cols]` SBUF tile, broadcast to the
-    partitions by the DMA that loads it.
-    """
-    pmax = nl.tile_size.pmax
-    _one, cols = rows.shape
-    dst = nl.ndarray(shape=(pmax, cols), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=dst, src=rows.broadcast(dim=0, size=pmax))
-    return dst
-
-
-def load_row_broadcast(src, ones, bi, row, c0, cols):
-    """`src[bi, row, c0..c0 + cols]` on all 128 partitions, as the tutorial's
-    `nl.broadcast_to` of the `[1, cols]` row: the row loaded into SBUF, then
-    grown down the partitions on the Tensor Engine (`ones` `[1, 128]` times the
-    row, exact) into PSUM, which the Vector Engine reads directly (the
-    architecture guide's partition broadcast). A row wider than a PSUM bank
-    (`psum_fmax` fp32 columns) cannot be one PSUM tile: it is broadcast by the
-    DMA that loads it into a `[128, cols]` SBUF tile instead.
-    """
-    rows = src[bi, row:row + 1, c0:c0 + cols]
-    return broadcast_in_psum(rows, ones) if cols <= nl.tile_size.psum_fmax else broadcast_by_dma(rows)
-
-
 def state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, carry):
     """The tutorial's steps 1–6 for one state on one tile of channels and columns:
     `scan = scan(exp(delta_t · a_col), delta_t · u_t · b_row)` from `carry` (a
@@ -109,10 +76,12 @@ def state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, carry):
 
 @nki.jit
 def mamba_v1(delta, u, a, b, c):
-    """Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state."""
+    """Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state,
+    the `b` and `c` rows of a state broadcast once into SBUF for all its tiles.
+    """
     check_contract("mamba_v1", dtypes=(("delta", delta, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("u", u, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("a", a, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("b", b, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("c", c, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False)))
     pmax = nl.tile_size.pmax
-    out, ones, batch, channels, seq, state = start_scan(delta, u, a, b, c)
+    out, batch, channels, seq, state = start_scan(delta, u, a, b, c)
     tiles = channels // pmax
     zero = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero, value=0.0)
@@ -120,17 +89,24 @@ def mamba_v1(delta, u, a, b, c):
         acc = nl.ndarray(shape=(pmax, tiles * seq), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=acc, value=0.0)
         for n in range(state):
+            b_row = broadcast_by_dma(b[bi, n:n + 1, :])
+            c_row = broadcast_by_dma(c[bi, n:n + 1, :])
             for ti in range(tiles):
                 delta_t = load_channels(delta, bi, ti * pmax)
                 u_t = load_channels(u, bi, ti * pmax)
                 a_col = load_state_column(a, ti * pmax, n)
-                b_row = load_row_broadcast(b, ones, bi, n, 0, seq)
-                c_row = load_row_broadcast(c, ones, bi, n, 0, seq)
                 scan = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 state_step(acc[:, ti * seq:(ti + 1) * seq], scan, delta_t, u_t, a_col, b_row, c_row, zero)
         for ti in range(tiles):
             nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc[:, ti * seq:(ti + 1) * seq])
     return out
+
+
+def ones_row():
+    """A `[1, 128]` fp32 row of ones: the stationary operand of the row broadcasts."""
+    ones = nl.ndarray(shape=(1, nl.tile_size.pmax), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=ones, value=1.0)
+    return ones
 
 
 def channel_tile(delta, u, bi, ch0):
@@ -147,12 +123,38 @@ def channel_tile(delta, u, bi, ch0):
     return (acc, delta_t, u_t)
 
 
+def broadcast_in_psum(rows, ones):
+    """The `[1, cols]` HBM row `rows` as a `[128, cols]` PSUM tile: loaded, then
+    multiplied by the `[1, 128]` row of ones on the Tensor Engine.
+    """
+    _one, cols = rows.shape
+    row_sb = nl.ndarray(shape=(1, cols), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row_sb, src=rows)
+    dst = nl.ndarray(shape=(nl.tile_size.pmax, cols), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=dst, stationary=ones, moving=row_sb)
+    return dst
+
+
+def load_row_broadcast(src, ones, bi, row, c0, cols):
+    """`src[bi, row, c0..c0 + cols]` on all 128 partitions, as the tutorial's
+    `nl.broadcast_to` of the `[1, cols]` row: the row loaded into SBUF, then
+    grown down the partitions on the Tensor Engine (`ones` `[1, 128]` times the
+    row, exact) into PSUM, which the Vector Engine reads directly (the
+    architecture guide's partition broadcast). A row wider than a PSUM bank
+    (`psum_fmax` fp32 columns) cannot be one PSUM tile: it is broadcast by the
+    DMA that loads it into a `[128, cols]` SBUF tile instead.
+    """
+    rows = src[bi, row:row + 1, c0:c0 + cols]
+    return broadcast_in_psum(rows, ones) if cols <= nl.tile_size.psum_fmax else broadcast_by_dma(rows)
+
+
 @nki.jit
 def mamba_v2(delta, u, a, b, c):
     """Version 2: `batch → channel tile → state`, `delta` and `u` loaded once per tile."""
     check_contract("mamba_v2", dtypes=(("delta", delta, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("u", u, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("a", a, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("b", b, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("c", c, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False)))
     pmax = nl.tile_size.pmax
-    out, ones, batch, channels, seq, state = start_scan(delta, u, a, b, c)
+    out, batch, channels, seq, state = start_scan(delta, u, a, b, c)
+    ones = ones_row()
     zero = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero, value=0.0)
     for bi in range(batch):
@@ -178,7 +180,8 @@ def mamba_v3(delta, u, a, b, c, seq_tile=512):
     check_contract("mamba_v3", dtypes=(("delta", delta, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("u", u, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("a", a, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("b", b, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("c", c, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False)))
     assert seq_tile >= 1, f"mamba_v3 takes seq_tile >= 1, not {seq_tile!r}"
     pmax = nl.tile_size.pmax
-    out, ones, batch, channels, seq, state = start_scan(delta, u, a, b, c)
+    out, batch, channels, seq, state = start_scan(delta, u, a, b, c)
+    ones = ones_row()
     assert seq % seq_tile == 0, f"seq_tile must divide seq ({seq}), got {seq_tile}"
     for bi in range(batch):
         for ti in range(channels // pmax):
