@@ -311,7 +311,14 @@ fn bench_only_prints_the_tables_asked_for() {
     let o = nki_cmd(&["bench", "--quick", "--lnc", "1", "--only", "decode"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(text.starts_with("attention_tkg decode"), "{text}");
+    // The machine first (the figures depend on it), then the one table.
+    let mut lines = text.lines();
+    let machine = lines.next().unwrap_or_default();
+    assert!(machine.starts_with("machine: ") && machine.contains(" threads, matmul kernel "), "{text}");
+    let kernel = machine.rsplit("matmul kernel ").next().unwrap_or_default();
+    assert!(["AVX-512, 12 x 32 tiles", "AVX2 + FMA, 6 x 16 tiles", "matrixmultiply"].contains(&kernel), "{machine}");
+    assert_eq!(lines.next(), Some(""), "{text}");
+    assert!(lines.next().is_some_and(|l| l.starts_with("attention_tkg decode")), "{text}");
     assert_eq!(text.lines().filter(|l| l.starts_with("8 x 1024 x 128")).count(), 2, "{text}");
     for other in ["attention_cte emulator throughput", "whole `nki run", "ring_attention_spmd_fwd"] {
         assert!(!text.contains(other), "{other} printed: {text}");

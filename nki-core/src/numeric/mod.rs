@@ -5,3 +5,5 @@ pub mod exp;
 pub(crate) mod gemm;
 pub(crate) mod transpose;
 pub(crate) mod wide;
+
+pub use gemm::matmul_kernel;

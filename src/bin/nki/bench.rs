@@ -393,33 +393,48 @@ fn ring_features(st: usize, lnc: usize, reps: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the benchmark tables (those of `--only`, else all).
+/// The CPU as `/proc/cpuinfo` names it, with its family and model (the same
+/// name covers several generations), or the architecture where there is no
+/// such file.
+fn cpu() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field =
+        |key: &str| info.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim().to_string()));
+    match (field("model name"), field("cpu family"), field("model")) {
+        (Some(name), Some(family), Some(model)) => format!("{name} (family {family}, model {model})"),
+        (Some(name), ..) => name,
+        _ => std::env::consts::ARCH.to_string(),
+    }
+}
+
+/// Runs the benchmark tables (those of `--only`, else all), after a line
+/// naming the machine: the figures depend on the CPU and its matmul kernel.
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let lnc = usize::from(args.lnc);
     let reps = if args.quick { 1 } else { args.reps };
     let wanted = |t: Table| args.only.is_empty() || args.only.contains(&t);
-    let mut first = true;
-    let mut gap = || {
-        if !std::mem::take(&mut first) {
-            outln!();
-        }
-    };
+    outln!(
+        "machine: {}, {} threads, matmul kernel {}",
+        cpu(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        nki::numeric::matmul_kernel()
+    );
     if wanted(Table::Prefill) {
-        gap();
+        outln!();
         prefill(args.quick, lnc, reps, &args.numpy)?;
     }
     if wanted(Table::Decode) {
-        gap();
+        outln!();
         decode(args.quick, lnc, reps)?;
     }
     if wanted(Table::Process) {
-        gap();
+        outln!();
         // A whole process is short and its start, I/O and page faults make it
         // noisier than a launch: three times the runs.
         whole_process(args, reps.saturating_mul(3))?;
     }
     if wanted(Table::Ring) {
-        gap();
+        outln!();
         let (bh, st, d, w) = if args.quick { (2, 2048, 128, 4) } else { (4, 16384, 128, 4) };
         let (ring, single) = time_ring(bh, st, d, w, lnc, reps)?;
         outln!("ring_attention_spmd_fwd over {w} workers vs one worker's attention_cte, causal, fp32, LNC{lnc}, best of {reps}");
@@ -427,15 +442,15 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         outln!("{:<24} {:>12.3} {:>14.3} {:>7.2}", format!("{bh} x {st} x {d}"), ring, single, ring / single);
     }
     if wanted(Table::RingFeatures) {
-        gap();
+        outln!();
         ring_features(if args.quick { 2048 } else { 16384 }, lnc, reps)?;
     }
     if wanted(Table::Layer) {
-        gap();
+        outln!();
         layer(reps)?;
     }
     if wanted(Table::Moe) {
-        gap();
+        outln!();
         moe_step(reps)?;
     }
     Ok(())

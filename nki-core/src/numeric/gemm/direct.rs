@@ -63,6 +63,14 @@ impl Kernel {
         [Kernel::Avx512, Kernel::Avx2Fma].into_iter().find(|k| k.supported())
     }
 
+    /// The instruction set and the tile of accumulators, as a benchmark names them.
+    pub(super) fn describe(self) -> &'static str {
+        match self {
+            Kernel::Avx512 => "AVX-512, 12 x 32 tiles",
+            Kernel::Avx2Fma => "AVX2 + FMA, 6 x 16 tiles",
+        }
+    }
+
     /// `c = a · b` (`tile.accumulate` false) or `c = c + a · b` (true) for
     /// `a: m×k`, `b: k×n` with unit column stride, `c: m×n` with unit column
     /// stride.

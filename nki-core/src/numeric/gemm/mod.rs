@@ -39,6 +39,17 @@ pub(crate) fn sgemm(m: usize, k: usize, n: usize, a: &[f32], am: Mat, b: &[f32],
     unsafe { product(m, k, n, a.as_ptr(), am, b.as_ptr(), bm, c.as_mut_ptr(), cm, beta) }
 }
 
+/// The microkernel that runs `nc_matmul`'s products on this CPU: one of this
+/// crate's ([`direct`]) when the CPU has AVX-512 or AVX2 with FMA, else
+/// `matrixmultiply`'s. What a benchmark's figures depend on most.
+pub fn matmul_kernel() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(kernel) = direct::Kernel::detect() {
+        return kernel.describe();
+    }
+    "matrixmultiply"
+}
+
 /// The contraction length up to which `matrixmultiply` accumulates every
 /// element in one pass (its `S_KC`); beyond it, it adds partial sums onto `c`,
 /// which [`direct`]'s kernels do not reproduce.
@@ -204,6 +215,24 @@ mod tests {
                 })
                 .collect()
         }
+    }
+
+    #[test]
+    fn the_named_kernel_is_the_widest_the_cpu_runs() {
+        let name = matmul_kernel();
+        #[cfg(target_arch = "x86_64")]
+        {
+            let want = if std::arch::is_x86_feature_detected!("avx512f") {
+                "AVX-512"
+            } else if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                "AVX2 + FMA"
+            } else {
+                "matrixmultiply"
+            };
+            assert!(name.starts_with(want), "{name} on a CPU whose widest is {want}");
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        assert_eq!(name, "matrixmultiply");
     }
 
     #[test]
