@@ -199,8 +199,8 @@ fn estimates_grow_linearly_with_channel_tiles() {
     }
 }
 
-/// v1 against its two figures, and slower than v2 at 4096 channels (the
-/// tutorial: v2 is 31 % faster). v1 keeps each state's `b` and `c` rows in SBUF
+/// v1 against its two figures, and slower than v2 at 4096 channels (published
+/// 2.34 against 1.6 ms). v1 keeps each state's `b` and `c` rows in SBUF
 /// across its channel loop, so two of its Vector Engine `tensor_tensor`s read
 /// two SBUF inputs at two cycles per element, where v2's rows sit in a PSUM
 /// bank; the tutorial's profile of v1 at 256 channels shows the same: its
@@ -208,12 +208,16 @@ fn estimates_grow_linearly_with_channel_tiles() {
 /// with its DMAs done in the first 10 µs.
 #[test]
 fn v1_against_the_published_latencies() {
+    let mut at_table_channels = None;
     for (channels, published) in PUBLISHED_V1 {
         let (est, _) = estimate_at_channels(v1, channels, 512).unwrap();
         eprintln!("v1 channels {channels}: {est:.3} ms (published {published})");
         within(&format!("v1 channels {channels}"), est, published, BAND);
+        if channels == TABLE_CHANNELS {
+            at_table_channels = Some(est);
+        }
     }
-    let (est_v1, _) = estimate_at_channels(v1, TABLE_CHANNELS, 512).unwrap();
+    let est_v1 = at_table_channels.expect("a published v1 figure at the table's channel count");
     let (est_v2, _) = estimate_at_channels(v2, TABLE_CHANNELS, 512).unwrap();
     assert!(est_v1 > 1.2 * est_v2, "v1 {est_v1:.3} ms is not clearly slower than v2 {est_v2:.3} ms at seq 512");
 }
