@@ -470,26 +470,17 @@ impl Tile {
                     }
                 }
             }
-            for (r, acc) in acc.iter().enumerate() {
-                let out = self.c.offset(self.cm.offset + (i0 + r) as isize * self.cm.rs + j0 as isize);
-                for v in 0..NV {
-                    let p = out.add(I::LANES * v);
-                    let mut x = acc[v];
-                    match edge {
-                        None => {
-                            if self.accumulate {
-                                x = I::add(x, I::load(p));
-                            }
-                            I::store(p, x)
-                        }
-                        Some(masks) => {
-                            if self.accumulate {
-                                x = I::add(x, I::load_masked(p, masks[v]));
-                            }
-                            I::store_masked(p, masks[v], x)
-                        }
-                    }
-                }
+            // One straight loop per case: a branch inside the loop keeps the
+            // compiler from unrolling it, and the accumulators then go through
+            // a stack copy that it zeroes (by a memset call) on every tile.
+            let out = |r: usize, v: usize| self.c.offset(self.cm.offset + (i0 + r) as isize * self.cm.rs + (j0 + v * I::LANES) as isize);
+            match (edge, self.accumulate) {
+                (None, false) => (0..R).for_each(|r| (0..NV).for_each(|v| I::store(out(r, v), acc[r][v]))),
+                (None, true) => (0..R).for_each(|r| (0..NV).for_each(|v| I::store(out(r, v), I::add(acc[r][v], I::load(out(r, v)))))),
+                (Some(m), false) => (0..R).for_each(|r| (0..NV).for_each(|v| I::store_masked(out(r, v), m[v], acc[r][v]))),
+                (Some(m), true) => (0..R).for_each(|r| {
+                    (0..NV).for_each(|v| I::store_masked(out(r, v), m[v], I::add(acc[r][v], I::load_masked(out(r, v), m[v]))))
+                }),
             }
         }
     }
