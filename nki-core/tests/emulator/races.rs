@@ -112,7 +112,8 @@ fn read_while_the_other_stores(barrier: bool, late: usize) -> Result<()> {
         Launch::new().lnc(2).run(move |ctx| {
             let out = alloc(ctx, &[1, 4], Dtype::F32, Buffer::SharedHbm)?;
             if ctx.program_id() == late {
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                // Long enough for the other program to get there first on a loaded machine.
+                std::thread::sleep(std::time::Duration::from_millis(200));
             }
             if ctx.program_id() == 0 {
                 store(ctx, &out, 1.0)?;
