@@ -17,6 +17,7 @@
 use super::Tile;
 use crate::Dtype;
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 /// A spill the compiler would insert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,7 +108,7 @@ impl Trace {
     }
 
     /// The units of every tile and their uses, in program order.
-    fn units(&self, tiles: &[Tile]) -> (Vec<Unit>, Vec<Vec<usize>>) {
+    fn units(&self, tiles: &[Tile]) -> (Vec<Unit>, Vec<Range<usize>>) {
         // Per tile: the boundaries of its touched spans.
         let mut cuts: Vec<Vec<u32>> = vec![Vec::new(); tiles.len()];
         for t in &self.touches {
@@ -121,15 +122,16 @@ impl Trace {
             first_unit[tile] = units.len();
             units.extend(c.windows(2).map(|w| Unit { tile, bytes: (w[0] as usize, w[1] as usize), uses: Vec::new() }));
         }
-        // Per touch: the units it covers (a unit between two touched spans that no
-        // touch covers keeps no uses and never becomes live).
-        let mut covered: Vec<Vec<usize>> = Vec::with_capacity(self.touches.len());
+        // Per touch: the units it covers, a range since a tile's units are numbered
+        // in a row (a unit between two touched spans that no touch covers keeps no
+        // uses and never becomes live).
+        let mut covered: Vec<Range<usize>> = Vec::with_capacity(self.touches.len());
         for t in &self.touches {
             let tile = t.tile as usize;
             let c = &cuts[tile];
             let (a, b) = (c.partition_point(|&x| x < t.lo), c.partition_point(|&x| x < t.hi));
-            let ids: Vec<usize> = (a..b).map(|k| first_unit[tile] + k).collect();
-            for &u in &ids {
+            let ids = first_unit[tile] + a..first_unit[tile] + b;
+            for u in ids.clone() {
                 match units[u].uses.last_mut() {
                     Some(last) if last.0 == t.pos => last.1 |= t.write,
                     _ => units[u].uses.push((t.pos, t.write)),
@@ -171,7 +173,7 @@ impl Trace {
             let pos = self.touches[i].pos;
             let mut needed: Vec<usize> = Vec::new();
             while i < self.touches.len() && self.touches[i].pos == pos {
-                needed.extend(&covered[i]);
+                needed.extend(covered[i].clone());
                 i += 1;
             }
             needed.sort_unstable();
