@@ -256,6 +256,17 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
     let sgemm_line = text.lines().find(|l| l.starts_with("NumPy SGEMM (2048^3 float32")).unwrap_or_else(|| panic!("no SGEMM line: {text}"));
     let sgemm: f64 = sgemm_line.split_whitespace().rev().nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{sgemm_line}"));
     assert!(sgemm > 0.0 && sgemm.is_finite(), "{sgemm_line}");
+    // The emulator's matmul instruction on one thread, and every thread at that rate as a share of the SGEMM.
+    let matmul_line = text.lines().find(|l| l.starts_with("nc_matmul 128 x 128 x 512 float32 on one thread (best of 1): "));
+    let matmul_line = matmul_line.unwrap_or_else(|| panic!("no nc_matmul line: {text}"));
+    let words: Vec<&str> = matmul_line.split_whitespace().collect();
+    let number = |i: usize| words.get(i).and_then(|w| w.trim_end_matches(['%', ';']).parse::<f64>().ok());
+    let (rate, threads, ceiling) = (number(13), number(15), number(20));
+    let (Some(rate), Some(threads), Some(ceiling)) = (rate, threads, ceiling) else { panic!("{matmul_line}") };
+    assert!(rate > 0.0 && rate.is_finite() && words[14] == "GFLOP/s;" && words[21..] == ["of", "SGEMM"], "{matmul_line}");
+    assert_eq!(threads, std::thread::available_parallelism().map_or(1, |n| n.get()) as f64, "{matmul_line}");
+    let slack = 0.5 + 100.0 * threads * 0.05 * (1.0 / sgemm + rate / (sgemm * (sgemm - 0.05)));
+    assert!((ceiling - 100.0 * threads * rate / sgemm).abs() <= slack + 1e-9, "{matmul_line} vs {sgemm_line}");
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("2 x 1024 x 128")).collect();
     assert_eq!(rows.len(), 4, "{text}");
     for (row, (mask, precision)) in rows.iter().zip([("full", "fp32"), ("full", "hardware"), ("causal", "fp32"), ("causal", "hardware")]) {
@@ -328,6 +339,8 @@ fn bench_only_prints_the_tables_asked_for() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(text.contains("NumPy SGEMM not measured (--numpy /nonexistent/python:"), "{text}");
+    let matmul_line = text.lines().find(|l| l.starts_with("nc_matmul 128 x 128 x 512 float32 on one thread")).unwrap_or_default();
+    assert!(matmul_line.ends_with(" GFLOP/s"), "no share of an unmeasured SGEMM: {text}");
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("2 x 1024 x 128")).collect();
     assert!(rows.len() == 4 && rows.iter().all(|r| r.ends_with(" -")), "{text}");
     let o = nki_cmd(&["bench", "--quick", "--only", "everything"]);

@@ -12,7 +12,7 @@ use nki::attention::shard::{SeqLayout, shard};
 use nki::attention::tkg::{TkgConfig, TkgDims, TkgInputs};
 use nki::io::npy::write_tensor_npy;
 use nki::outln;
-use nki::{Dtype, Launch, Precision, Tensor};
+use nki::{Buffer, Dtype, Launch, Precision, Tensor, nisa, nl};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -501,6 +501,38 @@ fn moe_step(reps: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// `nc_matmul`'s shape in the one-thread matmul line: the largest stationary
+/// (128 × 128) and moving (128 × 512) tiles, i.e. `attention_cte`'s `Q·Kᵀ`.
+const MATMUL_SHAPE: [usize; 3] = [128, 128, 512];
+/// Matmuls per timed launch of that line.
+const MATMUL_COUNT: usize = 64;
+
+/// The seconds of [`MATMUL_COUNT`] fp32 `nc_matmul`s of [`MATMUL_SHAPE`]
+/// accumulating into one PSUM tile, in a launch of one program on one thread:
+/// the emulator's matmul instruction rate, the ceiling of a kernel made of it.
+fn matmul_secs() -> Result<f64, String> {
+    let [m, k, n] = MATMUL_SHAPE;
+    let launch = Launch::new().threads(1).precision(Precision::Fp32);
+    let tile = |ctx: &nki::Ctx, shape: [usize; 2], buffer: Buffer, seed: u64| {
+        let t = nl::ndarray(ctx, &shape.map(|x| x as i64), Dtype::F32, nl::NdarrayOpts { buffer: Some(buffer), ..Default::default() })?;
+        if buffer == Buffer::Sbuf {
+            t.fill_from_f32(&inputs(&shape, seed, Dtype::F32).to_f32_vec())?;
+        }
+        Ok::<_, nki::NkiError>(t)
+    };
+    launch
+        .run(|ctx| {
+            let (stationary, moving) = (tile(ctx, [k, m], Buffer::Sbuf, 1)?, tile(ctx, [k, n], Buffer::Sbuf, 2)?);
+            let psum = tile(ctx, [m, n], Buffer::Psum, 0)?;
+            let start = Instant::now();
+            for _ in 0..MATMUL_COUNT {
+                nisa::nc_matmul(ctx, &psum, &stationary, &moving, Default::default())?;
+            }
+            Ok(start.elapsed().as_secs_f64())
+        })
+        .map_err(|e| e.to_string())
+}
+
 /// The `attention_cte` launch table, each rate beside NumPy's SGEMM rate
 /// measured after the launches (its multi-threaded BLAS burst could slow the
 /// machine for the runs after it).
@@ -517,13 +549,14 @@ fn prefill(quick: bool, lnc: usize, reps: u32, numpy: &Path) -> Result<(), Strin
     // Rounds of every case, then NumPy's SGEMM: a slow spell of the machine
     // falls on the kernel and on the SGEMM it is compared with alike.
     let mut secs = vec![f64::INFINITY; cases.len()];
-    let mut sgemm = Ok(f64::INFINITY);
+    let (mut sgemm, mut matmul) = (Ok(f64::INFINITY), f64::INFINITY);
     for _ in 0..reps {
         for ((best, case), launch) in secs.iter_mut().zip(&cases).zip(&launches) {
             let start = Instant::now();
             case.launch(launch)?;
             *best = best.min(start.elapsed().as_secs_f64());
         }
+        matmul = matmul.min(matmul_secs()?);
         if let Ok(best) = &sgemm {
             sgemm = sgemm_secs(numpy, SGEMM_REPS).map(|s| s.min(*best));
         }
@@ -539,6 +572,15 @@ fn prefill(quick: bool, lnc: usize, reps: u32, numpy: &Path) -> Result<(), Strin
         }
         Err(e) => outln!("NumPy SGEMM not measured ({e}; pass --numpy PYTHON)"),
     }
+    let [m, k, n] = MATMUL_SHAPE;
+    let matmul = 2.0 * (m * k * n * MATMUL_COUNT) as f64 / matmul / 1e9;
+    // The launches above use every core (LNC1 through helper threads), so the
+    // kernel's ceiling is all of them at the one-thread rate.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ceiling = sgemm
+        .as_ref()
+        .map_or(String::new(), |g| format!("; {threads} threads at this rate: {:.0}% of SGEMM", 100.0 * threads as f64 * matmul / g));
+    outln!("nc_matmul {m} x {k} x {n} float32 on one thread (best of {reps}): {matmul:.1} GFLOP/s{ceiling}");
     // GFLOP/s counts the attention's visible work; "issued" the kernel's matmuls.
     outln!(
         "{:<24} {:<8} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9}",
