@@ -280,7 +280,7 @@ fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
         };
         outln!(
             "whole `nki run attention-cte` processes, {bs} x {s} x {d}, fp32, best of {reps} ({} threads available)",
-            std::thread::available_parallelism().map_or(1, |n| n.get())
+            Launch::new().thread_budget()
         );
         outln!("{:<8} {:>12} {:>12} {:>8} {:>9} {:>8}", "mask", "1 thread", "default", "speedup", "JAX", "vs JAX");
         let mut emulator = Vec::new();
@@ -413,12 +413,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let lnc = usize::from(args.lnc);
     let reps = if args.quick { 1 } else { args.reps };
     let wanted = |t: Table| args.only.is_empty() || args.only.contains(&t);
-    outln!(
-        "machine: {}, {} threads, matmul kernel {}",
-        cpu(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-        nki::numeric::matmul_kernel()
-    );
+    outln!("machine: {}, {} threads, matmul kernel {}", cpu(), Launch::new().thread_budget(), nki::numeric::matmul_kernel());
     if wanted(Table::Prefill) {
         outln!();
         prefill(args.quick, lnc, reps, &args.numpy)?;
@@ -562,10 +557,7 @@ fn prefill(quick: bool, lnc: usize, reps: u32, numpy: &Path) -> Result<(), Strin
         }
     }
     let sgemm = sgemm.map(|secs| 2.0 * (SGEMM_N as f64).powi(3) / secs / 1e9);
-    outln!(
-        "attention_cte emulator throughput, LNC{lnc}, best of {reps} ({} threads available)",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
+    outln!("attention_cte emulator throughput, LNC{lnc}, best of {reps} ({} threads available)", Launch::new().thread_budget());
     match &sgemm {
         Ok(g) => {
             outln!("NumPy SGEMM ({SGEMM_N}^3 float32, best of {SGEMM_REPS} after each of the {reps} rounds of the cases): {g:.1} GFLOP/s")
@@ -574,9 +566,9 @@ fn prefill(quick: bool, lnc: usize, reps: u32, numpy: &Path) -> Result<(), Strin
     }
     let [m, k, n] = MATMUL_SHAPE;
     let matmul = 2.0 * (m * k * n * MATMUL_COUNT) as f64 / matmul / 1e9;
-    // The launches above use every core (LNC1 through helper threads), so the
-    // kernel's ceiling is all of them at the one-thread rate.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The launches above keep their whole thread budget busy (LNC1 through
+    // helper threads), so the kernel's ceiling is all of it at the one-thread rate.
+    let threads = launches.first().map_or(1, Launch::thread_budget);
     let ceiling = sgemm
         .as_ref()
         .map_or(String::new(), |g| format!("; {threads} threads at this rate: {:.0}% of SGEMM", 100.0 * threads as f64 * matmul / g));
