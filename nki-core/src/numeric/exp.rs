@@ -2,9 +2,10 @@
 //!
 //! Cody–Waite range reduction with a degree-6 polynomial (max error about 2 ulp);
 //! exact at 0, `+inf` above `ln(f32::MAX)`, 0 below `-87.34` (results that would be
-//! subnormal are flushed, as the Scalar Engine does), NaN passes through. The loop is
-//! branch-free so it vectorises, and is compiled for AVX-512 / AVX2 when the CPU has them
-//! ([`super::wide`]).
+//! subnormal are flushed, as the Scalar Engine does), NaN passes through. Slices go
+//! sixteen values at a time, branch-free within a chunk so that it vectorises (one
+//! branch per chunk picks the plain path, `exp16`), compiled for AVX-512 / AVX2 when
+//! the CPU has them ([`super::wide`]).
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
@@ -18,8 +19,8 @@ const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer.
 /// applies (both start from `ln(2)·127.5 ≈ 88.38`).
 const PLAIN_MAX_X: f32 = 88.0;
 
-/// `2^r`-free part of the result and the rounded exponent: for `xc` in
-/// `[MIN_X, MAX_X]`, `exp(xc) = y · 2^n` with `n = t - ROUND`.
+/// `(y, t)` with `exp(xc) ≈ y · 2^n`, `n = t - ROUND` the rounded `xc / ln 2` and
+/// `y` the polynomial for `exp(xc - n·ln 2)`, for `xc` in `[MIN_X, MAX_X]`.
 #[inline(always)]
 fn reduced(xc: f32) -> (f32, f32) {
     let t = xc * LOG2E + ROUND;
